@@ -1,0 +1,281 @@
+"""Find, merge (`extends:`) and validate site profiles.
+
+Lookup order for a site name: `--profile FILE` (handled by the caller), then every directory
+in `$FABRIKIT_SITES` (colon-separated), then `~/.config/fabrikit/bindings/`, then the bundled
+`bindings/`. A profile may `extends:` a preset (`presets/NAME.yaml` in any of those
+directories) or another site; mappings merge key by key, lists and scalars replace, and a
+`null` value deletes the inherited key (e.g. an env var a site must not set).
+
+Every error is a `UserError` whose text starts with `file:line: field:` so the CLI can print
+it as one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from . import profile as schema
+from .errors import UserError
+from .resources import bundled_bindings_dir
+from .yaml_lines import KeyPath, Located, Where, load_located
+
+_SITE_RE = re.compile(schema.SITE_NAME)
+# Error-path patterns: compiled by `re` on first use, not at start-up.
+_MSGSPEC_PATH = r" - at `(?P<path>[^`]*)`(?: in `(?P<parent>[^`]*)`)?$"
+_PATH_PART = r"\.([A-Za-z0-9_]+)|\[(\d+)\]|\[\.\.\.\]"
+
+
+class LoadedProfile(msgspec.Struct, frozen=True):
+    """A validated profile, the file it came from and the chain of files merged into it."""
+
+    name: str
+    profile: schema.Profile
+    path: Path
+    chain: tuple[Path, ...]
+
+
+def search_dirs() -> list[Path]:
+    """Directories searched for sites, in priority order."""
+    dirs: list[Path] = []
+    for entry in os.environ.get("FABRIKIT_SITES", "").split(":"):
+        if entry:
+            dirs.append(Path(entry).expanduser())
+    dirs.append(Path.home() / ".config" / "fabrikit" / "bindings")
+    dirs.append(bundled_bindings_dir())
+    return dirs
+
+
+def check_site_name(name: str) -> None:
+    if not _SITE_RE.match(name):
+        raise UserError(f"site name {name!r} {schema.PATTERN_HINTS[schema.SITE_NAME]}")
+
+
+def find_site(name: str) -> Path:
+    """The file defining site `name`, following the lookup order."""
+    check_site_name(name)
+    for directory in search_dirs():
+        candidate = directory / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    import difflib  # error path only: keeps start-up lean
+
+    known = sorted(list_sites())
+    hint = difflib.get_close_matches(name, known, n=1)
+    extra = f" (did you mean '{hint[0]}'?)" if hint else f" (known sites: {', '.join(known)})"
+    raise UserError(f"unknown site '{name}'{extra}")
+
+
+def list_sites() -> dict[str, Path]:
+    """Every visible site name and the file that wins for it."""
+    found: dict[str, Path] = {}
+    for directory in search_dirs():
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.yaml")):
+            if _SITE_RE.match(path.stem):
+                found.setdefault(path.stem, path)
+    return found
+
+
+def _find_parent(name: str, child: Path) -> Path:
+    check_site_name(name)
+    dirs = [child.parent, *search_dirs()]
+    for directory in dirs:
+        for candidate in (directory / "presets" / f"{name}.yaml", directory / f"{name}.yaml"):
+            if candidate.is_file() and candidate.resolve() != child.resolve():
+                return candidate
+    raise UserError(f"extends: no preset or site named '{name}'")
+
+
+def _display(path: Path) -> str:
+    """Paths inside the bundled tree are shown relative to the project, others as given."""
+    try:
+        return str(path.resolve().relative_to(bundled_bindings_dir().parent))
+    except ValueError:
+        return str(path)
+
+
+def load_profile(name_or_path: str, *, is_path: bool = False) -> LoadedProfile:
+    """Load a site by name (lookup order) or a profile file by path, merged and validated."""
+    path = Path(name_or_path) if is_path else find_site(name_or_path)
+    name = path.stem if is_path else name_or_path
+    merged, chain = _load_merged(path, seen=())
+    _drop_nulls(merged.data)
+    _precheck_maps(merged)
+    try:
+        profile = msgspec.convert(merged.data, schema.Profile, strict=True)
+    except msgspec.ValidationError as exc:
+        raise _explain(exc, merged) from None
+    return LoadedProfile(name=name, profile=profile, path=path, chain=chain)
+
+
+def _load_merged(path: Path, seen: tuple[Path, ...]) -> tuple[Located, tuple[Path, ...]]:
+    resolved = path.resolve()
+    if resolved in seen:
+        cycle = " -> ".join(_display(p) for p in (*seen, resolved))
+        raise UserError(f"extends: cycle {cycle}", where=_display(path))
+    own = load_located(path, _display(path))
+    if own.data is None:
+        own.data = {}
+    if not isinstance(own.data, dict):
+        raise UserError("a profile must be a mapping of keys to values", where=f"{own.file}:1")
+    parent_name = own.data.pop("extends", None)
+    if parent_name is None:
+        return own, (path,)
+    if not isinstance(parent_name, str):
+        raise UserError("extends: must be the name of a preset or site", where=str(own.locate(("extends",))))
+    try:
+        parent_path = _find_parent(parent_name, path)
+    except UserError as exc:
+        raise UserError(str(exc), where=str(own.locate(("extends",)))) from None
+    base, chain = _load_merged(parent_path, (*seen, resolved))
+    return _merge(base, own), (*chain, path)
+
+
+def _merge(base: Located, over: Located) -> Located:
+    """Deep-merge `over` onto `base`, keeping the position of whichever side won."""
+    replaced: list[KeyPath] = []  # subtrees of `base` that `over` replaced wholesale
+
+    def merge(a: Any, b: Any, path: KeyPath) -> Any:
+        if isinstance(a, dict) and isinstance(b, dict):
+            out = dict(a)
+            for key, value in b.items():
+                out[key] = merge(a[key], value, (*path, key)) if key in a else value
+            return out
+        replaced.append(path)
+        return b
+
+    data = merge(base.data, over.data, ())
+    where = {
+        key: value
+        for key, value in base.where.items()
+        if not any(key[: len(cut)] == cut and len(key) > len(cut) for cut in replaced)
+    }
+    where.update(over.where)
+    return Located(data=data, where=where, file=over.file)
+
+
+def _drop_nulls(data: Any) -> None:
+    """`key: null` in a child deletes what a parent set; schema defaults apply instead."""
+    if isinstance(data, dict):
+        for key in [k for k, v in data.items() if v is None]:
+            del data[key]
+        for value in data.values():
+            _drop_nulls(value)
+    elif isinstance(data, list):
+        for value in data:
+            _drop_nulls(value)
+
+
+def _precheck_maps(merged: Located) -> None:
+    """Check free-form maps key by key: msgspec reports them only as `$.env[...]`."""
+    data = merged.data
+
+    def check(path: KeyPath, value: Any, name_re: str) -> None:
+        if not isinstance(value, dict):
+            return
+        for key, item in value.items():
+            where = merged.locate((*path, key))
+            dotted = ".".join(str(p) for p in (*path, key))
+            if not re.match(name_re, key):
+                raise UserError(f"{dotted}: '{key}' {schema.PATTERN_HINTS[name_re]}", where=str(where))
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+                kind = "a mapping" if isinstance(item, dict) else "a list" if isinstance(item, list) else type(item).__name__
+                raise UserError(
+                    f"{dotted}: expected a string or number, got {kind}"
+                    + (" (quote it: YAML reads yes/no/true/false as booleans)" if isinstance(item, bool) else ""),
+                    where=str(where),
+                )
+
+    if isinstance(data, dict):
+        check(("env",), data.get("env"), schema.ENV_NAME)
+        container = data.get("container")
+        if isinstance(container, dict) and isinstance(container.get("build"), dict):
+            check(("container", "build", "args"), container["build"].get("args"), schema.BUILD_ARG_NAME)
+
+
+def _parse_path(text: str) -> KeyPath:
+    parts: list[str | int] = []
+    for match in re.finditer(_PATH_PART, text):
+        if match.group(1) is not None:
+            parts.append(match.group(1))
+        elif match.group(2) is not None:
+            parts.append(int(match.group(2)))
+    return tuple(parts)
+
+
+def _explain(exc: msgspec.ValidationError, merged: Located) -> UserError:
+    """Turn msgspec's message into `file:line: field: what is wrong`."""
+    message = str(exc)
+    match = re.search(_MSGSPEC_PATH, message)
+    path = _parse_path(match.group("path")) if match else ()
+    text = message[: match.start()] if match else message
+    unknown = re.match(r"Object contains unknown field `([^`]+)`", text)
+    missing = re.match(r"Object missing required field `([^`]+)`", text)
+    if unknown:
+        key = unknown.group(1)
+        path = (*path, key)
+        import difflib  # error path only
+
+        valid = _field_names(path[:-1])
+        hint = difflib.get_close_matches(key, valid, n=1)
+        text = f"unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else f" (valid keys: {', '.join(valid)})")
+    elif missing:
+        path = (*path, missing.group(1))
+        text = "required field is missing"
+        where = merged.locate(path[:-1])
+        return UserError(f"{_dotted(path)}: {text}", where=str(where))
+    else:
+        for pattern, hint in schema.PATTERN_HINTS.items():
+            if pattern in text:
+                text = hint
+                break
+        value = _value_at(merged.data, path)
+        if value is not None and not isinstance(value, (dict, list)):
+            text = f"{text} (got {value!r})"
+    return UserError(f"{_dotted(path)}: {text}", where=str(merged.locate(path)))
+
+
+def _dotted(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or "(top level)"
+
+
+def _value_at(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _field_names(path: KeyPath) -> list[str]:
+    """Valid keys of the struct at `path` (for did-you-mean)."""
+    struct: Any = schema.Profile
+    for part in path:
+        if isinstance(part, int):
+            continue
+        info = {f.name: f.type for f in msgspec.structs.fields(struct)}
+        struct = _struct_in(info.get(part))
+        if struct is None:
+            return []
+    return sorted(f.name for f in msgspec.structs.fields(struct)) + (["extends"] if not path else [])
+
+
+def _struct_in(tp: Any) -> Any:
+    """The Struct class inside `T`, `T | None` or `list[T]`."""
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return tp
+    for arg in getattr(tp, "__args__", ()) or ():
+        found = _struct_in(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,122 @@
+"""A launch request: the site profile plus the user's flags, resolved into typed values.
+
+This is the single input of every backend's pure render step (`slurm_script.render`,
+`local_launch.plan`). Flag overrides are applied here, once, so that no renderer has to
+know whether a value came from the profile or from the command line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+from . import profile as schema
+from .errors import UserError
+from .profile_loader import LoadedProfile
+from .resources import bundled_jobs_dir
+
+_JOB_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
+class JobSpec(msgspec.Struct, frozen=True):
+    """What torchrun runs: a bundled job (copied into the run directory) or a user path."""
+
+    script: str  # a shell word template: '{run_dir}/jobs/train_ddp.py' or '/abs/path.py'
+    args: tuple[str, ...]
+    bundled: bool
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return (self.script, *self.args)
+
+
+class LaunchRequest(msgspec.Struct, frozen=True):
+    """Everything a backend needs; immutable so renderers cannot change what they were given."""
+
+    site: str
+    profile: schema.Profile
+    nodes: int
+    gpus_per_node: int
+    nproc_per_node: int  # processes per node (GPUs if any, else the profile's CPU ranks)
+    partition: str | None
+    account: str | None
+    time: str
+    job_name: str
+    job: JobSpec
+    requeue: bool
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc_per_node
+
+    @property
+    def join_timeout_s(self) -> int:
+        """Fail fast: torchrun's default join timeout is 600 s. Agents start within seconds
+        of each other under srun, so 120 s plus 1 s per node is generous but still quick."""
+        configured = self.profile.launcher.join_timeout_s
+        return configured if configured is not None else 120 + self.nodes
+
+
+def resolve_job(script: str | None, args: tuple[str, ...], profile: schema.Profile) -> JobSpec:
+    """`-- JOB ARGS` replaces the profile's default job; a bare name of a file in jobs/
+    selects a bundled job, anything else is a path on the host."""
+    if script is None:
+        script, args = profile.job.script, tuple(profile.job.args)
+    bundled = bundled_jobs_dir() / script
+    if "/" not in script and bundled.is_file() and not Path(script).exists():
+        return JobSpec(script=f"{{run_dir}}/jobs/{script}", args=args, bundled=True)
+    path = Path(script).expanduser()
+    if not path.is_file():
+        raise UserError(f"job script {script!r} not found (bundled jobs: {', '.join(bundled_job_names())})")
+    return JobSpec(script=str(path.resolve()), args=args, bundled=False)
+
+
+def bundled_job_names() -> list[str]:
+    return sorted(p.name for p in bundled_jobs_dir().glob("*.py") if not p.name.startswith("_") and p.name != "jobenv.py")
+
+
+def build_request(
+    loaded: LoadedProfile,
+    *,
+    nodes: int,
+    gpus_per_node: int | None = None,
+    nproc_per_node: int | None = None,
+    partition: str | None = None,
+    account: str | None = None,
+    time: str | None = None,
+    job_name: str | None = None,
+    job_script: str | None = None,
+    job_args: tuple[str, ...] = (),
+    requeue: bool | None = None,
+) -> LaunchRequest:
+    """Apply flag overrides to the profile and check what the flags alone can get wrong."""
+    profile = loaded.profile
+    if nodes < 1:
+        raise UserError(f"--nodes: must be at least 1 (got {nodes})")
+    gpus = profile.scheduler.gpus_per_node if gpus_per_node is None else gpus_per_node
+    if gpus < 0:
+        raise UserError(f"--gpus-per-node: must be 0 or more (got {gpus})")
+    if nproc_per_node is not None and nproc_per_node < 1:
+        raise UserError(f"--nproc-per-node: must be at least 1 (got {nproc_per_node})")
+    nproc = nproc_per_node or (gpus if gpus > 0 else profile.launcher.nproc_per_node)
+    limit = time or profile.scheduler.time
+    if time is not None and not re.match(schema.SLURM_TIME, limit):  # the profile's was checked at load
+        raise UserError(f"--time: {schema.PATTERN_HINTS[schema.SLURM_TIME]} (got {limit!r})")
+    name = job_name or f"fabrikit-{loaded.name}"
+    if job_name is not None and not re.match(_JOB_NAME, name):
+        raise UserError(f"--job-name: {name!r} must be letters, digits, '.', '_' or '-' (at most 128)")
+    return LaunchRequest(
+        site=loaded.name,
+        profile=profile,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        nproc_per_node=nproc,
+        partition=partition if partition is not None else profile.scheduler.partition,
+        account=account if account is not None else profile.scheduler.account,
+        time=limit,
+        job_name=name,
+        job=resolve_job(job_script, job_args, profile),
+        requeue=profile.scheduler.requeue if requeue is None else requeue,
+    )

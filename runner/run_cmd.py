@@ -1,0 +1,154 @@
+"""`run-multinode`: profile + flags -> request -> plan -> (print | submit | run locally)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .errors import UserError
+from .profile_loader import LoadedProfile, load_profile
+from .request import LaunchRequest, build_request
+
+EPILOG = """\b
+Examples:
+  run-multinode --site local --nodes 2                 train on this machine, 2 simulated nodes
+  run-multinode --site olivia --nodes 2 --dry-run      print the batch script, submit nothing
+  run-multinode --site olivia --nodes 4 -- allreduce_bench.py --max-bytes 268435456
+  run-multinode --profile ./mycluster.yaml --nodes 2   a profile file of your own
+  run-multinode --resume runs/olivia-20261122-101500   resubmit a run, continue from its checkpoint
+
+\b
+The job after `--` is a bundled job (train_ddp.py, allreduce_bench.py, env_probe.py) or a
+path to your own script; it replaces the site's default job. Site lookup: --profile FILE,
+then $FABRIKIT_SITES (colon-separated dirs), ~/.config/fabrikit/bindings/, bundled bindings/.
+"""
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}, epilog=EPILOG)
+@click.option("--site", metavar="SITE", help="Site profile name (see `fabrikit sites`).")
+@click.option("--profile", "profile_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Use this profile file instead of looking up --site.")
+@click.option("--nodes", type=int, metavar="N", help="Number of nodes (required unless --resume).")
+@click.option("--gpus-per-node", type=int, metavar="G", help="Override the profile's GPUs per node.")
+@click.option("--nproc-per-node", type=int, metavar="P",
+              help="Processes per node (default: one per GPU, else the profile's CPU ranks).")
+@click.option("--partition", metavar="P", help="Slurm partition.")
+@click.option("--account", metavar="A", help="Slurm account to charge.")
+@click.option("--time", "time_limit", metavar="T", help="Time limit, e.g. 30, 02:00:00 or 1-00:00:00.")
+@click.option("--job-name", metavar="NAME", help="Slurm job name (default fabrikit-SITE).")
+@click.option("--requeue/--no-requeue", default=None,
+              help="Requeue after preemption or the time-limit signal, resuming from the checkpoint.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (default runs/SITE-YYYYmmdd-HHMMSS).")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Resubmit the run in this directory with its settings; training continues from its newest complete checkpoint.")
+@click.option("--dry-run", is_flag=True, help="Print the batch script (or local agent commands) and exit.")
+@click.argument("job", nargs=-1, type=click.UNPROCESSED, metavar="[-- JOB_SCRIPT ARGS...]")
+def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None, gpus_per_node: int | None,
+                  nproc_per_node: int | None, partition: str | None, account: str | None, time_limit: str | None,
+                  job_name: str | None, requeue: bool | None, run_dir: Path | None, resume_dir: Path | None,
+                  dry_run: bool, job: tuple[str, ...]) -> int:
+    """Launch a multi-node PyTorch job: torchrun with c10d rendezvous on every node.
+
+    On a Slurm site the batch script finds the head node's address, binds the host's fabric
+    libraries into the container and runs `srun apptainer exec ... torchrun`. With
+    `--site local` the same job runs on this machine as N torchrun agents.
+    """
+    from . import run_dir as rundir  # not needed to render: keeps --dry-run lean
+
+    if resume_dir is not None:
+        inputs = _resume_inputs(resume_dir)
+        run_dir = resume_dir.resolve()
+    else:
+        if nodes is None:
+            raise click.UsageError("Missing option '--nodes'.")
+        if (site is None) == (profile_file is None):
+            raise click.UsageError("give exactly one of --site SITE or --profile FILE")
+        inputs = {
+            "site": site, "profile_file": str(profile_file.resolve()) if profile_file else None,
+            "nodes": nodes, "gpus_per_node": gpus_per_node, "nproc_per_node": nproc_per_node,
+            "partition": partition, "account": account, "time": time_limit, "job_name": job_name,
+            "requeue": requeue, "job": list(job),
+        }
+    loaded = _load(inputs)
+    request = _request(loaded, inputs)
+    if run_dir is None:
+        run_dir = rundir.new_run_dir(loaded.name).resolve()
+    else:
+        run_dir = run_dir.resolve()
+
+    if loaded.profile.backend == "local":
+        from . import local_launch
+
+        lplan = local_launch.plan(request, run_dir)
+        if dry_run:
+            click.echo(lplan.describe(), nl=False)
+            return 0
+        _prepare(run_dir, inputs, loaded, request, resume=resume_dir is not None)
+        click.echo(f"fabrikit: {request.nodes} local node(s) x {request.nproc_per_node} process(es); "
+                   f"run directory {run_dir}", err=True)
+        return local_launch.execute(lplan)
+
+    from . import slurm_submit
+
+    splan = slurm_submit.plan(request, run_dir)
+    if dry_run:
+        click.echo(splan.describe(), nl=False)
+        click.echo(f"# dry run: would run {' '.join(splan.sbatch_argv)}", err=True)
+        return 0
+    _prepare(run_dir, inputs, loaded, request, resume=resume_dir is not None)
+    submitted = slurm_submit.submit(splan)
+    out, log = submitted.logs
+    click.echo(f"submitted job {submitted.job_id} ({request.nodes} node(s), site {request.site})")
+    click.echo(f"run directory: {run_dir}")
+    click.echo(f"logs: {out} (batch script), {log} (all ranks)")
+    return 0
+
+
+def _resume_inputs(resume_dir: Path) -> dict:
+    from . import run_dir as rundir
+
+    inputs = rundir.load_launch(resume_dir)
+    inputs["resumed_from"] = str(resume_dir.resolve())
+    return inputs
+
+
+def _load(inputs: dict) -> LoadedProfile:
+    if inputs.get("profile_file"):
+        return load_profile(inputs["profile_file"], is_path=True)
+    return load_profile(inputs["site"])
+
+
+def _request(loaded: LoadedProfile, inputs: dict) -> LaunchRequest:
+    job = tuple(inputs.get("job") or ())
+    return build_request(
+        loaded,
+        nodes=inputs["nodes"],
+        gpus_per_node=inputs.get("gpus_per_node"),
+        nproc_per_node=inputs.get("nproc_per_node"),
+        partition=inputs.get("partition"),
+        account=inputs.get("account"),
+        time=inputs.get("time"),
+        job_name=inputs.get("job_name"),
+        job_script=job[0] if job else None,
+        job_args=job[1:],
+        requeue=inputs.get("requeue"),
+    )
+
+
+def _prepare(run_dir: Path, inputs: dict, loaded: LoadedProfile, request: LaunchRequest, *, resume: bool) -> None:
+    """Create the run directory and record what is needed to resume it."""
+    from . import run_dir as rundir
+
+    if resume:
+        if not run_dir.is_dir():
+            raise UserError(f"--resume: {run_dir} does not exist")
+    else:
+        rundir.create(run_dir)
+    from .sites_cmd import profile_yaml
+
+    rundir.write_atomic(run_dir / "profile.yaml", profile_yaml(loaded))
+    rundir.save_launch(run_dir, {k: v for k, v in inputs.items() if k != "resumed_from"})
+    if request.job.bundled and loaded.profile.backend == "local":
+        rundir.copy_bundled_jobs(run_dir)

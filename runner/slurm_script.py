@@ -1,0 +1,133 @@
+"""Render a `LaunchRequest` into a Slurm batch script: pure, deterministic, no I/O but
+reading the templates.
+
+Same request, same bytes: nothing here looks at the clock, the host or the environment, and
+the run directory is the script's working directory (`sbatch --chdir`), not a path baked in.
+"""
+
+from __future__ import annotations
+
+from . import __version__
+from .container_env import LD_WRAPPER, env_prefix, job_environment
+from .request import LaunchRequest
+from .shell import plain, quote, word, words
+from .templating import fill
+
+INDENT = "  "
+
+
+def sbatch_options(request: LaunchRequest) -> list[str]:
+    """`#SBATCH` options in a fixed order; values are checked to need no quoting."""
+    sched = request.profile.scheduler
+    opts = [
+        f"--job-name={plain(request.job_name, 'job name')}",
+        f"--nodes={request.nodes}",
+        "--ntasks-per-node=1",
+    ]
+    if request.partition:
+        opts.append(f"--partition={plain(request.partition, 'partition')}")
+    if request.account:
+        opts.append(f"--account={plain(request.account, 'account')}")
+    if request.gpus_per_node > 0:
+        opts.append(f"--gpus-per-node={request.gpus_per_node}")
+    if sched.cpus_per_task:
+        opts.append(f"--cpus-per-task={sched.cpus_per_task}")
+    if sched.mem:
+        opts.append(f"--mem={sched.mem}")
+    opts.append(f"--time={plain(request.time, 'time')}")
+    if sched.constraint:
+        opts.append(f"--constraint={plain(sched.constraint, 'constraint')}")
+    opts.append("--output=slurm-%j.out")
+    if sched.signal_lead_s > 0:
+        # TERM reaches every job step's tasks: apptainer forwards it to torchrun, which
+        # forwards it to the workers; train_ddp.py then checkpoints and exits.
+        opts.append(f"--signal=TERM@{sched.signal_lead_s}")
+    opts.append("--requeue" if request.requeue else "--no-requeue")
+    opts.extend(plain(extra, "scheduler.sbatch_extra") for extra in sched.sbatch_extra)
+    return opts
+
+
+def _binds(request: LaunchRequest) -> str:
+    if not request.profile.binds:
+        return 'binds=(--bind "$run_dir")'
+    lines = []
+    for bind in request.profile.binds:
+        mode = "ro" if bind.readonly else "rw"
+        need = "required" if bind.required else "optional"
+        lines.append(f"fabrikit_bind {quote(bind.source)} {quote(bind.target or bind.source)} {mode} {need}")
+    return fill("slurm_binds.sh.in", {"BIND_LINES": "\n".join(lines)}).rstrip("\n")
+
+
+def _env(request: LaunchRequest, runtime: str) -> str:
+    lines = []
+    for name, value in job_environment(request):
+        if runtime == "none":
+            if name == "FABRIKIT_LD_PREPEND":
+                lines.append(f'export LD_LIBRARY_PATH={quote(value)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
+            else:
+                lines.append(f"export {name}={quote(value)}")
+        else:
+            lines.append(f"export {env_prefix(runtime)}{name}={quote(value)}")
+    if runtime != "none":
+        lines.append(f'export {env_prefix(runtime)}FABRIKIT_RUN_DIR="$run_dir"')
+    return "\n".join(lines) if lines else "# (no variables)"
+
+
+def _launch(request: LaunchRequest, runtime: str) -> str:
+    profile = request.profile
+    launcher = profile.launcher
+    srun = ['srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --label']
+    if profile.scheduler.srun_extra:
+        srun.append(words(profile.scheduler.srun_extra))
+    lines = [" ".join(srun)]
+    if runtime != "none":
+        container = [quote(runtime), "exec"]
+        if profile.container.gpu_flag != "none":
+            container.append(profile.container.gpu_flag)
+        container += ['"${binds[@]}"', quote(profile.container.image or "")]
+        lines.append(" ".join(container))
+        lines.append(f"/bin/sh -c {quote(LD_WRAPPER)} fabrikit-ld")
+    rdzv_conf = f"join_timeout={request.join_timeout_s},read_timeout={launcher.read_timeout_s}"
+    lines.append(
+        f'{words(launcher.torchrun)} --nnodes="$SLURM_JOB_NUM_NODES" --nproc_per_node="$nproc"'
+        ' --rdzv_id="$SLURM_JOB_ID" --rdzv_backend=c10d --rdzv_endpoint="$head_addr:$rdzv_port"'
+    )
+    lines.append(f"--rdzv_conf={rdzv_conf} --max_restarts={launcher.max_restarts}")
+    lines.append(words(request.job.argv))
+    text = (" \\\n" + INDENT).join(lines)
+    if runtime != "none":
+        # The wrapper is a constant single-quoted string expanded inside the container.
+        text = "# shellcheck disable=SC2016\n" + text
+    return text
+
+
+def _nproc(request: LaunchRequest) -> str:
+    if request.gpus_per_node > 0:
+        return (
+            "# one process per GPU: Slurm sets SLURM_GPUS_ON_NODE for --gpus-per-node\n"
+            f'nproc=${{SLURM_GPUS_ON_NODE:-{request.nproc_per_node}}}'
+        )
+    return f"nproc={request.nproc_per_node}  # CPU ranks per node (profile launcher.nproc_per_node)"
+
+
+def _epilogue(request: LaunchRequest) -> str:
+    return fill("slurm_epilogue.sh.in", {"FABRIC": request.profile.fabric.kind}).rstrip("\n")
+
+
+def render(request: LaunchRequest) -> str:
+    runtime = request.profile.container.runtime
+    values = {
+        "SBATCH": "\n".join(f"#SBATCH {opt}" for opt in sbatch_options(request)),
+        "VERSION": __version__,
+        "SITE": request.site,
+        "DESCRIPTION": " ".join(request.profile.description.split()),
+        "BINDS": _binds(request) if runtime != "none" else "# (no container: runtime none)",
+        "ENV": _env(request, runtime),
+        "PORT_BASE": str(request.profile.launcher.port_base),
+        "PORT_SPAN": str(request.profile.launcher.port_span),
+        "IFACE": quote(request.profile.launcher.head_interface or ""),
+        "NPROC": _nproc(request),
+        "LAUNCH": _launch(request, runtime),
+        "EPILOGUE": _epilogue(request),
+    }
+    return fill("slurm.sbatch.in", values)
