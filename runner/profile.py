@@ -25,7 +25,7 @@ MEMORY = r"^[1-9][0-9]*[KMGT]?$"
 SLURM_TIME = r"^([0-9]+-[0-9]{1,2}(:[0-9]{2}(:[0-9]{2})?)?|[0-9]+(:[0-9]{2}(:[0-9]{2})?)?)$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SITE_NAME = r"^[a-z0-9][a-z0-9_-]*$"
-BUILD_ARG_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+BUILD_ARG_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 PATTERN_HINTS: dict[str, str] = {
     ABSOLUTE_PATH: "must be an absolute path (starting with /) without ',' or ':'",
