@@ -34,8 +34,8 @@ def job_environment(request: LaunchRequest) -> list[tuple[str, str]]:
             env.setdefault(name, value)
     if request.nodes == 1 and profile.fabric.kind == "slingshot":
         env.pop("NCCL_NET", None)
-    if profile.library_path:
-        env["FABRIKIT_LD_PREPEND"] = ":".join(profile.library_path)
+    if request.library_path:
+        env["FABRIKIT_LD_PREPEND"] = ":".join(request.library_path)
     return list(env.items())
 
 

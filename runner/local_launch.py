@@ -91,7 +91,7 @@ def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> Loca
         if profile.container.gpu_flag != "none":
             prefix.append(profile.container.gpu_flag)
         prefix += ["--bind", str(run_dir)]
-        for bind in profile.binds:
+        for bind in request.binds:
             if Path(bind.source).exists():
                 prefix += ["--bind", f"{bind.source}:{bind.target or bind.source}:{'ro' if bind.readonly else 'rw'}"]
             elif bind.required:

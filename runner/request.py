@@ -46,6 +46,10 @@ class LaunchRequest(msgspec.Struct, frozen=True):
     job_name: str
     job: JobSpec
     requeue: bool
+    # Profile binds plus the resolved `host_libraries` closure (one file bind per library).
+    binds: tuple[schema.Bind, ...] = ()
+    # Directories prepended to LD_LIBRARY_PATH inside the container.
+    library_path: tuple[str, ...] = ()
 
     @property
     def world_size(self) -> int:
@@ -71,6 +75,34 @@ def resolve_job(script: str | None, args: tuple[str, ...], profile: schema.Profi
     if not path.is_file():
         raise UserError(f"job script {script!r} not found (bundled jobs: {', '.join(bundled_job_names())})")
     return JobSpec(script=str(path.resolve()), args=args, bundled=False)
+
+
+def host_library_binds(profile: schema.Profile) -> tuple[tuple[schema.Bind, ...], tuple[str, ...]]:
+    """Profile binds plus one file bind per library in the `host_libraries` closure.
+
+    Resolved here, on the submitting host, so that rendering stays pure. A named library
+    that this host does not have (a login node without the fabric stack) is still bound by
+    its expected path, as a required bind: the job then stops at once on a node that lacks
+    it, with a message naming it; `fabrikit doctor` reports the missing dependencies."""
+    hostlibs = profile.host_libraries
+    binds = list(profile.binds)
+    library_path = list(profile.library_path)
+    if not hostlibs.names:
+        return tuple(binds), tuple(library_path)
+    from .elf_deps import closure
+
+    resolved = closure(hostlibs.names, list(hostlibs.search_path))
+    files = dict(resolved.found)
+    for name in hostlibs.names:
+        files.setdefault(name, f"{hostlibs.search_path[0]}/{name}")
+    taken = {b.target or b.source for b in binds}
+    for soname, source in files.items():
+        target = f"{hostlibs.target_dir}/{soname}"
+        if target not in taken:
+            binds.append(schema.Bind(source=source, target=target, note="host_libraries closure"))
+    if hostlibs.target_dir not in library_path:
+        library_path.insert(0, hostlibs.target_dir)
+    return tuple(binds), tuple(library_path)
 
 
 def bundled_job_names() -> list[str]:
@@ -107,6 +139,7 @@ def build_request(
     name = job_name or f"fabrikit-{loaded.name}"
     if job_name is not None and not re.match(_JOB_NAME, name):
         raise UserError(f"--job-name: {name!r} must be letters, digits, '.', '_' or '-' (at most 128)")
+    binds, library_path = host_library_binds(profile)
     return LaunchRequest(
         site=loaded.name,
         profile=profile,
@@ -119,4 +152,6 @@ def build_request(
         job_name=name,
         job=resolve_job(job_script, job_args, profile),
         requeue=profile.scheduler.requeue if requeue is None else requeue,
+        binds=binds,
+        library_path=library_path,
     )

@@ -48,10 +48,10 @@ def sbatch_options(request: LaunchRequest) -> list[str]:
 
 
 def _binds(request: LaunchRequest) -> str:
-    if not request.profile.binds:
+    if not request.binds:
         return 'binds=(--bind "$run_dir")'
     lines = []
-    for bind in request.profile.binds:
+    for bind in request.binds:
         mode = "ro" if bind.readonly else "rw"
         need = "required" if bind.required else "optional"
         lines.append(f"fabrikit_bind {quote(bind.source)} {quote(bind.target or bind.source)} {mode} {need}")
