@@ -1,0 +1,175 @@
+"""`fabrikit check-log FILE... [--json] [--fabric slingshot|infiniband|ethernet]`.
+
+Reads NCCL_DEBUG=INFO output (a job's combined log, or one file per rank; `-` is stdin) and
+says which network NCCL used on each rank (runner.nccl_log does the parsing).
+
+Exit codes:
+  0  the fast path of the fabric was used on every rank that selected a network (OFI/cxi on
+     slingshot, IB on infiniband, anything on ethernet or with no --fabric), or the job ran on
+     a single node so the network carried no traffic;
+  1  a fallback (TCP sockets, libfabric's tcp provider) or a failed network init on some rank;
+     also no network selection at all when --fabric names a fabric that needs one
+     (slingshot, infiniband): such a job cannot be confirmed fast;
+  2  bad input: a missing, unreadable or empty file, a directory, a bad --env.
+
+Warnings (LL128 hazard, missing plugin, ...) are printed but only the verdict sets the exit
+code. Standalone: `python3 -m runner.check_log_cmd FILE...`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+import click
+
+from runner.errors import UserError
+
+if TYPE_CHECKING:  # keep import time small: the parser is loaded when the command runs
+    from runner.nccl_log import LogAnalyser, LogVerdict
+
+FABRICS = ("slingshot", "infiniband", "ethernet")
+# Environment variables that decide the LL128 guard (see runner.nccl_log).
+GUARD_ENV = ("NCCL_PROTO", "FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD",
+             "FI_CXI_RDZV_GET_MIN", "FI_CXI_RDZV_PROTO")
+MAX_TABLE_ROWS = 64
+
+
+def _feed_stream(analyser: "LogAnalyser", stream, name: str) -> bool:
+    """Feed one binary stream; return whether it held anything but whitespace."""
+    from runner.nccl_log import iter_stream_lines
+
+    seen = False
+    for line in iter_stream_lines(stream):
+        if not seen and line.strip():
+            seen = True
+        analyser.feed(line, name)
+    return seen
+
+
+def check_files(paths: Sequence[str], fabric: str | None = None,
+                env: Mapping[str, str] | None = None) -> "LogVerdict":
+    """Analyse the given files (`-` = stdin) as one job. Raises UserError for bad input."""
+    from runner.nccl_log import LogAnalyser
+
+    if not paths:
+        raise UserError("no log file given")
+    names = ["<stdin>" if p == "-" else p for p in paths]
+    analyser = LogAnalyser(source=names[0], expected_fabric=fabric, env=env)
+    stdin_used = False
+    for path, name in zip(paths, names):
+        if path == "-":
+            if stdin_used:
+                raise UserError("stdin ('-') given more than once")
+            stdin_used = True
+            if not _feed_stream(analyser, sys.stdin.buffer, name):
+                raise UserError("empty input (no log lines)", where=name)
+            continue
+        if os.path.isdir(path):
+            raise UserError("is a directory, not a log file", where=path)
+        try:
+            with open(path, "rb") as stream:
+                if not _feed_stream(analyser, stream, name):
+                    raise UserError("empty log file", where=path)
+        except FileNotFoundError:
+            raise UserError("no such file", where=path) from None
+        except PermissionError:
+            raise UserError("permission denied", where=path) from None
+        except IsADirectoryError:
+            raise UserError("is a directory, not a log file", where=path) from None
+        except OSError as exc:
+            raise UserError(f"cannot read: {exc.strerror or exc}", where=path) from None
+    return analyser.result()
+
+
+def _parse_env(items: Iterable[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not key.replace("_", "").isalnum():
+            raise UserError(f"--env wants KEY=VALUE, got {item!r}")
+        env[key] = value
+    return env
+
+
+def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
+    """One row per rank: rank, host:pid, transport, provider/devices, NCCL, plugin."""
+    header = ("RANK", "HOST:PID", "TRANSPORT", "PROVIDER/DEVICES", "NCCL", "PLUGIN")
+    rows = []
+    for r in verdict.ranks[:max_rows]:
+        if r.transport.value == "ofi":
+            where = r.provider or "?"
+            extra = [x for x in (f"fabric {r.ofi_fabric}" if r.ofi_fabric else None,
+                                 f"{r.nics} nics" if r.nics is not None else None) if x]
+            if extra:
+                where += f" ({', '.join(extra)})"
+        elif r.transport.value == "ib":
+            where = ",".join(r.ib_devices) or "-"
+        elif r.transport.value == "socket":
+            where = ",".join(r.socket_ifaces) or "-"
+        else:
+            where = r.failure or "-"
+        plugin = " ".join(x for x in (r.plugin, f"({r.plugin_api})" if r.plugin_api else None,
+                                      r.plugin_version and f"aws-ofi-nccl {r.plugin_version}")
+                          if x) or ("internal" if r.plugin_missing else "-")
+        nccl = r.nccl_version or verdict.nccl_version or "-"
+        rows.append((str(r.rank) if r.rank is not None else "?", r.who, r.transport.value,
+                     where, nccl, plugin))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+             for row in (header, *rows)]
+    if len(verdict.ranks) > max_rows:
+        lines.append(f"... {len(verdict.ranks) - max_rows} more ranks (use --json for all)")
+    return "\n".join(lines)
+
+
+def format_human(verdict: "LogVerdict") -> str:
+    parts = []
+    if verdict.ranks:
+        parts.append(format_table(verdict))
+    for w in verdict.warnings:
+        parts.append(f"warning [{w.code}]: {w.message}")
+    parts.append(verdict.summary)
+    return "\n".join(parts)
+
+
+@click.command("check-log")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--fabric", type=click.Choice(FABRICS), default=None,
+              help="The job's fabric; without it sockets count as expected unless the log "
+                   "shows hsn*/ib* interfaces or the cxi provider.")
+@click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
+              help="The job's environment, e.g. --env NCCL_PROTO=^LL128 (for the GH200 LL128 "
+                   "check when the log does not echo it). Repeatable.")
+@click.option("--inherit-env", is_flag=True,
+              help="Take NCCL_PROTO and FI_CXI_RDZV_* from this process's environment.")
+@click.pass_context
+def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric: str | None,
+              env_items: tuple[str, ...], inherit_env: bool) -> None:
+    """Say which network NCCL used, from NCCL_DEBUG=INFO logs (FILE may be - for stdin).
+
+    Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a
+    --fabric that needs one), 2 bad input.
+    """
+    try:
+        env = {k: os.environ[k] for k in GUARD_ENV if inherit_env and k in os.environ}
+        env.update(_parse_env(env_items))
+        verdict = check_files(files, fabric, env)
+    except UserError as exc:
+        click.echo(f"fabrikit check-log: error: {exc}", err=True)
+        ctx.exit(2)
+        return
+    click.echo(verdict.to_json() if as_json else format_human(verdict))
+    ctx.exit(verdict.exit_code)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    check_log.main(args=list(argv) if argv is not None else None,
+                   prog_name="fabrikit check-log")
+
+
+if __name__ == "__main__":
+    main()
