@@ -45,6 +45,7 @@ class LazyGroup(click.Group):
         "check-log": "runner.check_log_cmd:check_log",
         "doctor": "runner.doctor_cmd:doctor",
         "report": "runner.report_cmd:report",
+        "job-end": "runner.job_end_cmd:job_end",
     },
 )
 @click.version_option(package_name="fabrikit", prog_name="fabrikit")

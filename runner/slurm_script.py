@@ -42,7 +42,11 @@ def sbatch_options(request: LaunchRequest) -> list[str]:
         # TERM reaches every job step's tasks: apptainer forwards it to torchrun, which
         # forwards it to the workers; train_ddp.py then checkpoints and exits.
         opts.append(f"--signal=TERM@{sched.signal_lead_s}")
-    opts.append("--requeue" if request.requeue else "--no-requeue")
+    if request.requeue:
+        # A requeued job runs this script again in the same run directory; keep the output.
+        opts += ["--requeue", "--open-mode=append"]
+    else:
+        opts.append("--no-requeue")
     opts.extend(plain(extra, "scheduler.sbatch_extra") for extra in sched.sbatch_extra)
     return opts
 
@@ -111,7 +115,10 @@ def _nproc(request: LaunchRequest) -> str:
 
 
 def _epilogue(request: LaunchRequest) -> str:
-    return fill("slurm_epilogue.sh.in", {"FABRIC": request.profile.fabric.kind}).rstrip("\n")
+    check = "--check-transport" if request.profile.fabric.check_transport else "--no-check-transport"
+    requeue = fill("slurm_requeue.sh.in", {}).rstrip("\n") if request.requeue else "# (no requeue: --requeue to enable)"
+    values = {"FABRIC": request.profile.fabric.kind, "CHECK": check, "REQUEUE": requeue}
+    return fill("slurm_epilogue.sh.in", values).rstrip("\n")
 
 
 def render(request: LaunchRequest) -> str:

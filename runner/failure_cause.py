@@ -1,0 +1,105 @@
+"""Name the cause of a failed job from its combined log, in one line.
+
+A broken multi-node job prints hundreds of lines from every rank, srun and torchrun; the
+user needs the first cause, not the last symptom. The rules are ordered from most to least
+specific; each one recognises a message that srun, slurmstepd, torchrun or fabrikit itself
+prints (formats as they appear in Slurm 22.05+ and torch 2.x).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import msgspec
+
+_LABEL = re.compile(r"^\s*\d+: ")  # srun --label prefix
+_SRUN_TASK = re.compile(r"srun: error: (?P<node>[\w.-]+): task (?P<task>\d+): (?P<what>.+)$")
+_ROOT_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)")
+_TIME_LIMIT = re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON (?P<node>\S+) CANCELLED AT \S+ DUE TO TIME LIMIT")
+_CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON (?P<node>\S+) CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+))?")
+_NODE_FAIL = re.compile(r"(?:DUE TO NODE FAILURE|Node (?P<node>\S+) not responding|NODE_FAIL)")
+_PORT_IN_USE = re.compile(r"(?:errno: 98|EADDRINUSE|Address already in use)")
+_RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|rendezvous.*timed out|timed out.*rendezvous", re.I)
+_RDZV_CONN = re.compile(r"RendezvousConnectionError|The connection to the C10d store has failed")
+_NET_NOT_FOUND = re.compile(r"NCCL WARN Error: network (?P<net>.+?) not found")
+_SIGNAL_STOP = re.compile(r"fabrikit-train: stopping on signal (?P<sig>\w+) at step (?P<step>\d+)")
+_BIND_MISSING = re.compile(r"fabrikit: FAILED: bind source missing on (?P<node>\S+): (?P<paths>.+)$")
+
+
+class Cause(msgspec.Struct, frozen=True):
+    kind: str  # stable code: task-failed, time-limit, port-in-use, rendezvous-timeout, ...
+    message: str
+    node: str | None = None
+
+
+def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) -> Cause | None:
+    """The most specific cause found in the log of a job step that exited with `status`."""
+    first_task: tuple[str, str, str] | None = None  # first task that failed on its own
+    first_killed: tuple[str, str, str] | None = None  # first task killed (often a symptom)
+    root: dict[str, str] = {}  # torchrun's "Root Cause (first observed failure)" block
+    seen: dict[str, re.Match[str]] = {}
+    rules = (("bind", _BIND_MISSING), ("limit", _TIME_LIMIT), ("nodefail", _NODE_FAIL), ("port", _PORT_IN_USE),
+             ("rdzv_timeout", _RDZV_TIMEOUT), ("rdzv_conn", _RDZV_CONN), ("netnotfound", _NET_NOT_FOUND),
+             ("signal", _SIGNAL_STOP), ("cancelled", _CANCELLED))
+    for raw in lines:
+        line = _LABEL.sub("", raw.rstrip("\n"))
+        for key, pattern in rules:
+            if key not in seen:
+                match = pattern.search(line)
+                if match:
+                    seen[key] = match
+        task = _SRUN_TASK.search(line)
+        if task:
+            found = (task.group("node"), task.group("task"), task.group("what").strip())
+            if "Killed" in found[2] or "Terminated" in found[2]:
+                first_killed = first_killed or found
+            else:
+                first_task = first_task or found
+        for name, pattern in (("host", _ROOT_HOST), ("rank", _ROOT_RANK), ("code", _ROOT_EXIT)):
+            match = pattern.match(line)
+            if match and name not in root:
+                root[name] = match.group(name)
+    if "bind" in seen:
+        m = seen["bind"]
+        return Cause("bind-missing", f"bind source missing on {m.group('node')}: {m.group('paths')}", m.group("node"))
+    if "limit" in seen:
+        stop = seen.get("signal")
+        saved = f"; training stopped at step {stop.group('step')} with a checkpoint" if stop else ""
+        return Cause("time-limit", f"time limit reached on {seen['limit'].group('node')}{saved}", seen["limit"].group("node"))
+    if "signal" in seen and status != 0:
+        m = seen["signal"]
+        return Cause("signal-stop", f"training stopped on {m.group('sig')} at step {m.group('step')} and saved a checkpoint "
+                     "(resume with --resume or requeue)")
+    if "nodefail" in seen:
+        node = seen["nodefail"].groupdict().get("node")
+        return Cause("node-failure", f"node failure{f' ({node})' if node else ''}", node)
+    if "port" in seen:
+        where = f" ({endpoint})" if endpoint else ""
+        return Cause("port-in-use", f"rendezvous port already in use{where}")
+    if "rdzv_timeout" in seen:
+        return Cause("rendezvous-timeout", f"rendezvous timed out waiting for all nodes at {endpoint or 'the endpoint'}")
+    if "rdzv_conn" in seen:
+        return Cause("rendezvous-unreachable", f"could not reach the rendezvous store at {endpoint or 'the endpoint'}")
+    if "netnotfound" in seen:
+        return Cause("nccl-network-missing", f"NCCL network '{seen['netnotfound'].group('net')}' not found "
+                     "(plugin missing or not loadable in the container)")
+    if first_task is not None:
+        node, task, what = first_task
+        rank = f", rank {root['rank']}" if root.get("host") == node and "rank" in root else ""
+        return Cause("task-failed", f"task {task} on node {node} failed first ({what}{rank})", node)
+    if "host" in root:
+        return Cause("task-failed", f"rank {root.get('rank', '?')} on {root['host']} failed first "
+                     f"(exit code {root.get('code', '?')})", root["host"])
+    if first_killed is not None:
+        node, task, what = first_killed
+        return Cause("task-failed", f"task {task} on node {node} was killed ({what})", node)
+    if "cancelled" in seen:
+        m = seen["cancelled"]
+        why = (m.group("why") or "").strip().lower()
+        return Cause("cancelled", f"job cancelled{f' due to {why}' if why else ''}", m.group("node"))
+    if status != 0:
+        return Cause("unknown", f"the job step exited with status {status}; no known cause in the log")
+    return None
