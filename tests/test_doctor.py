@@ -1,0 +1,84 @@
+"""`fabrikit doctor` on real host libraries (Debian's libfabric1 and its closure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runner.elf_deps import closure, read_elf
+from tests.helpers import ROOT, cli
+
+LIBDIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"]
+
+pytestmark = pytest.mark.skipif(not Path("/usr/lib/x86_64-linux-gnu/libfabric.so.1").exists(),
+                                reason="Debian's libfabric1 is not installed (apt-get install libfabric1)")
+
+
+def libfabric_closure() -> dict[str, str]:
+    found = closure(["libfabric.so.1"], LIBDIRS).found
+    assert len(found) >= 5, found  # librdmacm, libibverbs, libnl-3, libnuma, ...
+    return found
+
+
+def profile_with_binds(tmp_path: Path, files: dict[str, str], extra: list[dict] | None = None) -> Path:
+    binds = [{"source": src, "target": f"/opt/fabrikit/hostlib/{name}"} for name, src in files.items()]
+    data = {"description": "doctor test", "fabric": {"kind": "ethernet"}, "container": {"runtime": "none"},
+            "binds": binds + (extra or []), "library_path": ["/opt/fabrikit/hostlib"]}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def doctor(path: Path) -> tuple[int, dict]:
+    result = cli("doctor", "--profile", str(path), "--json", prog="fabrikit")
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_closure_reads_real_elf_files() -> None:
+    files = libfabric_closure()
+    info = read_elf(files["libfabric.so.1"])
+    assert info.soname == "libfabric.so.1" and "libc.so.6" in info.needed
+    assert info.glibc is not None and info.glibc >= (2, 2)
+    assert "libc.so.6" not in files, "the container's own glibc is never bound"
+
+
+def test_full_closure_passes(tmp_path: Path) -> None:
+    rc, report = doctor(profile_with_binds(tmp_path, libfabric_closure()))
+    assert rc == 0, report
+    assert report["ok"] is True
+
+
+def test_one_dependency_left_out_fails_and_names_it(tmp_path: Path) -> None:
+    files = libfabric_closure()
+    left_out = "libnuma.so.1" if "libnuma.so.1" in files else sorted(set(files) - {"libfabric.so.1"})[0]
+    del files[left_out]
+    rc, report = doctor(profile_with_binds(tmp_path, files))
+    assert rc == 1
+    failed = [c for c in report["checks"] if c["status"] == "FAIL"]
+    assert failed and all(left_out in c["detail"] for c in failed), failed
+    human = cli("doctor", "--profile", str(profile_with_binds(tmp_path, files)), prog="fabrikit")
+    assert human.returncode == 1 and left_out in human.stdout and "fix: bind" in human.stdout
+
+
+def test_missing_bind_source_fails_and_names_it(tmp_path: Path) -> None:
+    ghost = "/opt/nowhere/libcxi.so.1"
+    rc, report = doctor(profile_with_binds(tmp_path, libfabric_closure(),
+                                           extra=[{"source": ghost, "target": "/opt/fabrikit/hostlib/libcxi.so.1"}]))
+    assert rc == 1
+    assert any(c["status"] == "FAIL" and ghost in c["name"] for c in report["checks"]), report
+
+
+def test_optional_missing_bind_only_warns(tmp_path: Path) -> None:
+    rc, report = doctor(profile_with_binds(tmp_path, libfabric_closure(),
+                                           extra=[{"source": "/opt/nowhere/x.so.1", "required": False}]))
+    assert rc == 0 and any(c["status"] == "warn" for c in report["checks"])
+
+
+def test_named_host_library_expands_to_its_closure(tmp_path: Path) -> None:
+    script = cli("--dry-run", "--profile", str(ROOT / "tests/sites/testcluster.yaml"), "--nodes", "2").stdout
+    for name in libfabric_closure():
+        assert f"/opt/fabrikit/hostlib/{name} ro required" in script, name
