@@ -134,6 +134,8 @@ def render(request: LaunchRequest) -> str:
         "PORT_SPAN": str(request.profile.launcher.port_span),
         "IFACE": quote(request.profile.launcher.head_interface or ""),
         "NPROC": _nproc(request),
+        "MONITOR": fill("slurm_gpu_monitor.sh.in", {}).rstrip("\n") if request.gpus_per_node > 0 else "# (no GPUs: no utilisation monitor)",
+        "MONITOR_STOP": 'kill "$gpu_monitor" 2>/dev/null || true' if request.gpus_per_node > 0 else "",
         "LAUNCH": _launch(request, runtime),
         "EPILOGUE": _epilogue(request),
     }
