@@ -82,3 +82,58 @@ def tiny_sif(apptainer_bin, tmp_path_factory) -> Path:
 def pytest_addoption(parser) -> None:
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/golden/* from the current output instead of comparing")
+
+
+def pytest_collection_modifyitems(items):
+    # a test that uses the cluster/Apptainer fixtures carries the marker even if it forgot it,
+    # so `-m "not cluster"` / `-m "not apptainer"` always deselect it
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "slurm_cluster" in names:
+            item.add_marker(pytest.mark.cluster)
+        if "apptainer_bin" in names or "tiny_sif" in names:
+            item.add_marker(pytest.mark.apptainer)
+
+
+# ---- test_image: the real test-cluster image (owned by tests/test_image_real.py) ----------
+@pytest.fixture(scope="session")
+def test_image(apptainer_bin, request) -> Path:
+    """The test cluster's image, built by the real `build-image --profile
+    tests/sites/testcluster.yaml` (debootstrap + the CPU torch wheel from /opt/wheels; a few
+    minutes cold), or found up to date by its label hash (well under a second). Path from the
+    profile: /var/tmp/fabrikit-test/testcluster.sif. Skips when it cannot be built here, unless
+    FABRIKIT_REQUIRE_APPTAINER=1; a build that runs and fails is a test failure."""
+    import shutil
+    import subprocess
+    import time
+
+    from runner.profile_loader import load_profile
+
+    root = Path(__file__).resolve().parent.parent
+    profile_path = root / "tests" / "sites" / "testcluster.yaml"
+    profile = load_profile(str(profile_path), is_path=True).profile
+    wheel = profile.container.build.args.get("TORCH_WHEEL", "")
+    missing = []
+    if shutil.which("debootstrap") is None:
+        missing.append("debootstrap not found (apt-get install debootstrap)")
+    if not (Path("/opt/wheels") / str(wheel)).is_file():
+        missing.append(f"/opt/wheels/{wheel} not found (the CPU torch wheel the test image installs)")
+    if missing:
+        _unavailable("FABRIKIT_REQUIRE_APPTAINER", "cannot build the test image", missing)
+    script = shutil.which("build-image")
+    cmd = [script] if script else [sys.executable, "-c", "from runner.cli import build_image_main; build_image_main()"]
+    start = time.monotonic()
+    result = subprocess.run([*cmd, "--profile", str(profile_path)], capture_output=True, text=True,
+                            timeout=1800, cwd=root)
+    took = time.monotonic() - start
+    if result.returncode != 0:
+        pytest.fail(f"build-image --profile {profile_path} failed (exit {result.returncode}) after {took:.0f} s:\n"
+                    f"{result.stderr[-4000:]}", pytrace=False)
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    message = f"\n[test_image] build-image took {took:.1f} s: {result.stdout.strip()}\n"
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            sys.stderr.write(message)
+    else:
+        sys.stderr.write(message)
+    return Path(profile.container.image)
