@@ -36,7 +36,12 @@ class Cause(msgspec.Struct, frozen=True):
 
 
 def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) -> Cause | None:
-    """The most specific cause found in the log of a job step that exited with `status`."""
+    """The most specific cause found in the log of a job step that exited with `status`.
+
+    A step that exited 0 has no cause, whatever noise its log holds (torchrun's exit barrier,
+    for one, logs connection resets when the store's host leaves first)."""
+    if status == 0:
+        return None
     first_task: tuple[str, str, str] | None = None  # first task that failed on its own
     first_killed: tuple[str, str, str] | None = None  # first task killed (often a symptom)
     root: dict[str, str] = {}  # torchrun's "Root Cause (first observed failure)" block
