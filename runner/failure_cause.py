@@ -29,6 +29,15 @@ _SIGNAL_STOP = re.compile(r"fabrikit-train: stopping on signal (?P<sig>\w+) at s
 _BIND_MISSING = re.compile(r"fabrikit: FAILED: bind source missing on (?P<node>\S+): (?P<paths>.+)$")
 
 
+def _signal_name(code: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 class Cause(msgspec.Struct, frozen=True):
     kind: str  # stable code: task-failed, time-limit, port-in-use, rendezvous-timeout, ...
     message: str
@@ -44,7 +53,7 @@ def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) 
         return None
     first_task: tuple[str, str, str] | None = None  # first task that failed on its own
     first_killed: tuple[str, str, str] | None = None  # first task killed (often a symptom)
-    root: dict[str, str] = {}  # torchrun's "Root Cause (first observed failure)" block
+    roots: list[dict[str, str]] = []  # torchrun's "Root Cause (first observed failure)" blocks
     seen: dict[str, re.Match[str]] = {}
     rules = (("bind", _BIND_MISSING), ("limit", _TIME_LIMIT), ("nodefail", _NODE_FAIL), ("port", _PORT_IN_USE),
              ("rdzv_timeout", _RDZV_TIMEOUT), ("rdzv_conn", _RDZV_CONN), ("netnotfound", _NET_NOT_FOUND),
@@ -63,10 +72,13 @@ def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) 
                 first_killed = first_killed or found
             else:
                 first_task = first_task or found
-        for name, pattern in (("host", _ROOT_HOST), ("rank", _ROOT_RANK), ("code", _ROOT_EXIT)):
-            match = pattern.match(line)
-            if match and name not in root:
-                root[name] = match.group(name)
+        if "Root Cause (first observed failure)" in line:
+            roots.append({})
+        elif roots:
+            for name, pattern in (("host", _ROOT_HOST), ("rank", _ROOT_RANK), ("code", _ROOT_EXIT)):
+                match = pattern.match(line)
+                if match and name not in roots[-1]:
+                    roots[-1][name] = match.group(name)
     if "bind" in seen:
         m = seen["bind"]
         return Cause("bind-missing", f"bind source missing on {m.group('node')}: {m.group('paths')}", m.group("node"))
@@ -91,13 +103,22 @@ def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) 
     if "netnotfound" in seen:
         return Cause("nccl-network-missing", f"NCCL network '{seen['netnotfound'].group('net')}' not found "
                      "(plugin missing or not loadable in the container)")
+    # A worker killed by a signal is the fault; the other nodes' failures follow from it.
+    killed = [r for r in roots if r.get("code", "").startswith("-") and "host" in r]
+    if killed:
+        r = killed[0]
+        name = _signal_name(int(r["code"]))
+        return Cause("task-failed", f"rank {r.get('rank', '?')} on node {r['host']} was killed by {name}; "
+                     "the other nodes stopped after it", r["host"])
     if first_task is not None:
         node, task, what = first_task
-        rank = f", rank {root['rank']}" if root.get("host") == node and "rank" in root else ""
+        root = next((r for r in roots if r.get("host") == node and "rank" in r), None)
+        rank = f", rank {root['rank']}" if root else ""
         return Cause("task-failed", f"task {task} on node {node} failed first ({what}{rank})", node)
-    if "host" in root:
-        return Cause("task-failed", f"rank {root.get('rank', '?')} on {root['host']} failed first "
-                     f"(exit code {root.get('code', '?')})", root["host"])
+    if roots and "host" in roots[0]:
+        r = roots[0]
+        return Cause("task-failed", f"rank {r.get('rank', '?')} on {r['host']} failed first "
+                     f"(exit code {r.get('code', '?')})", r["host"])
     if first_killed is not None:
         node, task, what = first_killed
         return Cause("task-failed", f"task {task} on node {node} was killed ({what})", node)

@@ -24,6 +24,11 @@ TORCHRUN_ROOT_CAUSE = """\
 CASES = {
     "task-failed": (["0: fabrikit-train: epoch=0", "srun: error: node2: task 1: Exited with exit code 1",
                      "srun: error: node1: task 0: Killed"], 1, ["task 1 on node node2 failed first"]),
+    "signal-kill-wins": (["1: Root Cause (first observed failure):", "1:   host      : node1", "1:   rank      : 0",
+                          "1:   exitcode  : 1 (pid: 1)", "srun: error: node1: task 0: Exited with exit code 1",
+                          "0: Root Cause (first observed failure):", "0:   host      : node2", "0:   rank      : 2",
+                          "0:   exitcode  : -9 (pid: 2)", "srun: error: node2: task 1: Exited with exit code 1"], 1,
+                         ["rank 2 on node node2 was killed by SIGKILL"]),
     "killed-only": (["srun: error: node3: task 2: Killed"], 137, ["task 2 on node node3 was killed"]),
     "root-cause-block": (TORCHRUN_ROOT_CAUSE.splitlines(), 1, ["rank 3 on node2 failed first", "exit code 1"]),
     "time-limit": (["slurmstepd: error: *** JOB 17 ON node1 CANCELLED AT 2026-11-22T03:40:00 DUE TO TIME LIMIT ***",
