@@ -47,8 +47,10 @@ def _parse_build_args(values: tuple[str, ...]) -> dict[str, str]:
 @click.argument("site", required=False)
 @click.option("--profile", "profile_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Use this profile file instead of looking up SITE.")
-@click.option("--dry-run", is_flag=True, help="Print the rendered definition and the exact build command; build nothing.")
-@click.option("--force", is_flag=True, help="Rebuild even if the image is up to date (or was not built by build-image).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the rendered definition and the exact build command; build nothing.")
+@click.option("--force", is_flag=True,
+              help="Rebuild even if the image is up to date (or was not built by build-image).")
 @click.option("--submit", is_flag=True,
               help="Build on a compute node through sbatch (for an image of another architecture).")
 @click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",

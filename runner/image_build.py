@@ -70,6 +70,8 @@ _FRAGMENT_LINE = re.compile(r"^([ \t]*)@([A-Z][A-Z0-9_]*)@[ \t]*$", re.M)
 _ANY_PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 
 FRAGMENTS = {"POST_COMMON": "post-common.sh", "TEST_COMMON": "test-common.sh"}
+_LABELS_SENTINEL = "\0fabrikit-labels\0"
+_FRAGMENT_LINE_SENTINEL = re.compile(r"^([ \t]*)\0fabrikit-labels\0$", re.M)
 # Agents that pull from a registry: they honour --arch and use the cache directory.
 REGISTRY_AGENTS = {"docker", "library", "oras", "shub", "oci"}
 ARCH_NAMES = {"x86_64": "amd64", "aarch64": "arm64"}
@@ -179,8 +181,8 @@ def _fill(text: str, labels_block: str, template: Path) -> str:
         indent, name = match.group(1), match.group(2)
         if name == "LABELS":
             has_labels = True
-            body = labels_block
-        elif name in FRAGMENTS:
+            return indent + _LABELS_SENTINEL  # filled after the stray-placeholder check
+        if name in FRAGMENTS:
             body = _fragment(FRAGMENTS[name])
         else:
             known = ", ".join(f"@{n}@" for n in ["LABELS", *FRAGMENTS])
@@ -193,9 +195,9 @@ def _fill(text: str, labels_block: str, template: Path) -> str:
         line = filled.count("\n", 0, stray.start()) + 1
         raise UserError(f"{template}:{line}: placeholder {stray.group(0)} must stand on a line of its own")
     if not has_labels:
-        filled = filled.rstrip("\n") + "\n\n%labels\n" + "\n".join(
-            "    " + line for line in labels_block.split("\n")) + "\n"
-    return filled
+        filled = filled.rstrip("\n") + "\n\n%labels\n    " + _LABELS_SENTINEL + "\n"
+    return _FRAGMENT_LINE_SENTINEL.sub(
+        lambda m: "\n".join(m.group(1) + line for line in labels_block.split("\n")), filled)
 
 
 def _fragment(name: str) -> str:
@@ -743,7 +745,7 @@ def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tt
     progress = Progress(out, tty=tty, agent=plan.agent)
     lines: queue.Queue[str | None] = queue.Queue()
 
-    def previous_term(signum: int, frame: object) -> None:
+    def on_sigterm(signum: int, frame: object) -> None:
         raise _Terminated()
 
     with open(plan.log_path, "w", encoding="utf-8", errors="replace") as log:
@@ -763,7 +765,8 @@ def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tt
             lines.put(None)
 
         thread = threading.Thread(target=reader, daemon=True)
-        old_term = signal.signal(signal.SIGTERM, previous_term) if threading.current_thread() is threading.main_thread() else None
+        in_main = threading.current_thread() is threading.main_thread()
+        old_term = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
         try:
             thread.start()
             while True:
