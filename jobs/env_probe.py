@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import hashlib
 import json
 import os
 import socket
@@ -36,7 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from jobenv import JobEnvironment
+from jobenv import JobEnvironment, default_output_dir
 
 PREFIX = "fabrikit-probe: "
 DEFAULT_LIBS = ("libnccl-net.so", "libnccl-net-ofi.so", "libfabric.so.1", "libcxi.so.1", "libibverbs.so.1")
@@ -97,6 +98,14 @@ def probe_library(name: str) -> dict[str, Any]:
         path = _mapped_path(os.path.basename(name).split(".so")[0] + ".so")
     result["path"] = path
     result["realpath"] = os.path.realpath(path) if path else None
+    if result["realpath"]:
+        # Which file it really is: a test compares this with the host's copy, to prove the
+        # container loaded the bound host library and not one of its own.
+        try:
+            with open(result["realpath"], "rb") as fh:
+                result["sha256"] = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            pass
     if hasattr(lib, "fi_version"):
         lib.fi_version.restype = ctypes.c_uint32
         version = lib.fi_version()
@@ -174,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--libs", default=",".join(DEFAULT_LIBS), help="comma-separated libraries to dlopen")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds for the process group to form")
+    p.add_argument("--output-dir", default=None,
+                   help="also write probe/rank-N.json here (default $FABRIKIT_RUN_DIR, else cwd)")
     args = p.parse_args(argv)
     job = JobEnvironment.from_env()
     device = job.choose_device(args.device)
@@ -183,6 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - report the failure in the line, then exit 1
         info.update({"allreduce_ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
     os.write(sys.stdout.fileno(), (PREFIX + json.dumps(info, sort_keys=True) + "\n").encode())
+    # srun --label cuts lines at 1 KiB, so the whole record also goes to a file per rank.
+    out = default_output_dir(args.output_dir) / "probe"
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"rank-{job.rank}.json"
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(info, sort_keys=True, indent=1) + "\n")
+    os.replace(tmp, target)
     return 0 if info["allreduce_ok"] else 1
 
 
