@@ -51,8 +51,9 @@ def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) 
     for one, logs connection resets when the store's host leaves first)."""
     if status == 0:
         return None
-    first_task: tuple[str, str, str] | None = None  # first task that failed on its own
-    first_killed: tuple[str, str, str] | None = None  # first task killed (often a symptom)
+    # srun reports task ends in the order they happen, and --kill-on-bad-exit kills the
+    # others only after the first failure: the first report names the node that broke.
+    first_task: tuple[str, str, str] | None = None
     roots: list[dict[str, str]] = []  # torchrun's "Root Cause (first observed failure)" blocks
     seen: dict[str, re.Match[str]] = {}
     rules = (("bind", _BIND_MISSING), ("limit", _TIME_LIMIT), ("nodefail", _NODE_FAIL), ("port", _PORT_IN_USE),
@@ -66,12 +67,8 @@ def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) 
                 if match:
                     seen[key] = match
         task = _SRUN_TASK.search(line)
-        if task:
-            found = (task.group("node"), task.group("task"), task.group("what").strip())
-            if "Killed" in found[2] or "Terminated" in found[2]:
-                first_killed = first_killed or found
-            else:
-                first_task = first_task or found
+        if task and first_task is None:
+            first_task = (task.group("node"), task.group("task"), task.group("what").strip())
         if "Root Cause (first observed failure)" in line:
             roots.append({})
         elif roots:
@@ -114,14 +111,13 @@ def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) 
         node, task, what = first_task
         root = next((r for r in roots if r.get("host") == node and "rank" in r), None)
         rank = f", rank {root['rank']}" if root else ""
-        return Cause("task-failed", f"task {task} on node {node} failed first ({what}{rank})", node)
+        verb = "was killed" if what in ("Killed", "Terminated") else "failed first"
+        return Cause("task-failed", f"task {task} on node {node} {verb} ({what}{rank}); the other nodes "
+                     "were stopped after it", node)
     if roots and "host" in roots[0]:
         r = roots[0]
         return Cause("task-failed", f"rank {r.get('rank', '?')} on {r['host']} failed first "
                      f"(exit code {r.get('code', '?')})", r["host"])
-    if first_killed is not None:
-        node, task, what = first_killed
-        return Cause("task-failed", f"task {task} on node {node} was killed ({what})", node)
     if "cancelled" in seen:
         m = seen["cancelled"]
         why = (m.group("why") or "").strip().lower()

@@ -41,6 +41,7 @@ from typing import IO, Literal
 
 from . import __version__
 from .apptainer import Runtime, inspect_labels
+from .atomic_write import write_atomic
 from .errors import RuntimeFailure, UserError
 from .profile import env_text
 from .profile_loader import LoadedProfile
@@ -682,20 +683,6 @@ class _Terminated(Exception):
     """SIGTERM during a build: clean up like Ctrl-C."""
 
 
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _remove(path: Path) -> None:
     try:
         path.unlink()
@@ -738,7 +725,7 @@ def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tt
             plan.cachedir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {exc.filename}: {exc.strerror}") from None
-    _write_atomic(plan.definition_path, plan.definition)
+    write_atomic(plan.definition_path, plan.definition)
     _remove(plan.temp_output)
     argv = [runtime.path, *plan.argv[1:]]
     env = {**os.environ, **plan.env}
@@ -898,8 +885,8 @@ def submit(plan: BuildPlan, loaded: LoadedProfile) -> SubmittedBuild:
         plan.output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {plan.output.parent}: {exc.strerror}") from None
-    _write_atomic(plan.definition_path, plan.definition)
-    _write_atomic(script_path, script, mode=0o755)
+    write_atomic(plan.definition_path, plan.definition)
+    write_atomic(script_path, script, mode=0o755)
     argv = ["sbatch", "--parsable", f"--output={log_pattern}", f"--chdir={plan.output.parent}", str(script_path)]
     try:
         result = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -146,9 +146,10 @@ def _prepare(run_dir: Path, inputs: dict, loaded: LoadedProfile, request: Launch
             raise UserError(f"--resume: {run_dir} does not exist")
     else:
         rundir.create(run_dir)
+    from .atomic_write import write_atomic
     from .sites_cmd import profile_yaml
 
-    rundir.write_atomic(run_dir / "profile.yaml", profile_yaml(loaded))
+    write_atomic(run_dir / "profile.yaml", profile_yaml(loaded))
     rundir.save_launch(run_dir, {k: v for k, v in inputs.items() if k != "resumed_from"})
     if request.job.bundled and loaded.profile.backend == "local":
         rundir.copy_bundled_jobs(run_dir)

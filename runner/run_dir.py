@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .atomic_write import write_atomic
 from .errors import UserError
 from .resources import bundled_jobs_dir
 
@@ -42,20 +43,6 @@ def create(run_dir: Path) -> Path:
     if not os.access(run_dir, os.W_OK):
         raise UserError(f"run directory {run_dir} is not writable")
     return run_dir
-
-
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def copy_bundled_jobs(run_dir: Path) -> None:

@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from .atomic_write import write_atomic
 from .errors import UserError
 
 TRAIN_PREFIX = "fabrikit-train:"
@@ -861,24 +862,11 @@ def report_dict(rep: RunReport, baseline: RunReport | None = None, scale: Scalin
     }
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
 def write_atomic_bytes(path: Path, data: bytes) -> None:
-    tmp = _tmp_path(path)
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(path, data)
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _save_figure(fig: Any, path: Path) -> None:

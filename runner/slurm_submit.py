@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 
+from .atomic_write import write_atomic
 from .errors import RuntimeFailure, UserError
 from .request import LaunchRequest
 from .slurm_script import render
@@ -61,7 +62,7 @@ def submit(p: SlurmPlan, *, resume: bool = False) -> Submitted:
 
     if p.request.job.bundled:
         rundir.copy_bundled_jobs(p.run_dir)
-    rundir.write_atomic(p.script_path, p.script, mode=0o755)
+    write_atomic(p.script_path, p.script, mode=0o755)
     try:
         result = subprocess.run(p.sbatch_argv, capture_output=True, text=True, check=False)
     except OSError as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import wait_for
 from tests.cluster_jobs import SMALL_TRAIN, Job, finish, profile_variant, resubmit, submit, train_lines
 
 pytestmark = [pytest.mark.cluster, pytest.mark.apptainer, pytest.mark.slow]
@@ -22,15 +23,6 @@ JOB_PROCESS = re.compile(r"torch\.distributed\.run|torchrun|train_ddp\.py|starte
 @pytest.fixture(scope="module")
 def cluster(slurm_cluster, test_image):
     return slurm_cluster
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def steps(text: str) -> list[int]:

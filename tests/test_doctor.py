@@ -82,3 +82,15 @@ def test_named_host_library_expands_to_its_closure(tmp_path: Path) -> None:
     script = cli("--dry-run", "--profile", str(ROOT / "tests/sites/testcluster.yaml"), "--nodes", "2").stdout
     for name in libfabric_closure():
         assert f"/opt/fabrikit/hostlib/{name} ro required" in script, name
+
+
+@pytest.mark.apptainer
+def test_doctor_passes_on_the_test_cluster_profile(test_image) -> None:
+    """With the real image: labels, the image's own loader cache and its glibc label all checked."""
+    result = cli("doctor", "--profile", str(ROOT / "tests/sites/testcluster.yaml"), "--json", prog="fabrikit")
+    assert result.returncode == 0, result.stdout
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["image"]["status"] == "pass"
+    assert checks["image labels"]["status"] == "pass"
+    assert checks["glibc"]["status"] == "pass", checks["glibc"]
+    assert checks["dependencies of libfabric.so.1"]["status"] == "pass"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli, wait_for
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -35,15 +35,6 @@ def marked_processes(run_dir: Path) -> list[int]:
             except OSError:
                 pass
     return pids
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def logged_steps(path: Path) -> list[int]:

@@ -1,0 +1,26 @@
+"""Write a file so that readers see the old content or the new, never half of it.
+
+Scripts, definition files, reports and run records are all written this way: to a temporary
+name in the same directory, flushed and fsynced, then renamed over the target. An
+interrupted fabrikit leaves no half-written file behind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Replace `path` with `data` atomically; OSError propagates to the caller."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
