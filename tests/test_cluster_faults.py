@@ -84,7 +84,10 @@ def test_occupied_rendezvous_port_is_skipped(cluster, tmp_path: Path) -> None:
 
 
 def test_time_limit_checkpoints_requeues_and_finishes(cluster, tmp_path: Path) -> None:
-    total_steps = 40
+    # Measured here: the TERM arrives ~30 s into each 1-minute attempt (~17 steps of 1 s), and
+    # Slurm holds a requeued job for 120 s (BeginTime) before it runs again; 24 steps take two
+    # attempts, i.e. one real requeue, in about 4 minutes.
+    total_steps = 24
     limited = profile_variant(tmp_path, "limited", scheduler={"time": "1", "signal_lead_s": 35, "requeue": True})
     job_args = ["train_ddp.py", "--synthetic-size", "64", "--batch-size", "8", "--width", "8", "--epochs", "100",
                 "--max-steps", str(total_steps), "--log-every-step", "--step-sleep", "1.0",
