@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 
 def wall(argv: list[str]) -> float:
@@ -26,12 +27,21 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--site", default="olivia")
     args = parser.parse_args()
-    tool = shutil.which("run-multinode")
+    # The console script beside this interpreter: a PATH lookup may find a wrapper (a pyenv
+    # shim runs bash and pyenv first) and measure that instead.
+    beside = Path(sys.executable).parent / "run-multinode"
+    tool = str(beside) if beside.exists() else shutil.which("run-multinode")
     if tool is None:
         print("run-multinode is not on PATH: pip install -e . first", file=sys.stderr)
         return 2
     ours = [tool, "--site", args.site, "--nodes", "2", "--dry-run"]
     floor = [sys.executable, "-c", "import click, yaml"]
+    # Byte-compile the package first, as a regular (non-editable) pip install does: with
+    # PYTHONDONTWRITEBYTECODE set (it is on these machines) an editable checkout would
+    # otherwise recompile every runner module on every start, and click/yaml have their .pyc.
+    import compileall
+
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "runner"), quiet=1)
     for argv in (ours, floor):  # warm the page cache
         wall(argv)
     t_ours, t_floor = [], []

@@ -8,12 +8,11 @@ usage error is printed as ONE line (`prog: error: ...`) with exit code 2, never 
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 import click
 
-from .errors import RuntimeFailure, UserError
+from .entry import run_command
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -63,48 +62,20 @@ def fabrikit() -> None:
     """
 
 
-def _run(command: click.Command | click.Group, prog: str, args: list[str] | None = None) -> None:
-    """Invoke a click command with one-line errors and the right exit codes."""
-    try:
-        rv = command.main(args=args, prog_name=prog, standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
-        sys.exit(2)
-    except click.UsageError as exc:
-        hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
-        click.echo(f"{prog}: error: {exc.format_message()}{hint}", err=True)
-        sys.exit(2)
-    except click.ClickException as exc:
-        click.echo(f"{prog}: error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
-    except (UserError, RuntimeFailure) as exc:
-        click.echo(f"{prog}: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo(f"{prog}: interrupted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo(f"{prog}: interrupted", err=True)
-        sys.exit(130)
-    except BrokenPipeError:  # `run-multinode --dry-run | head`
-        sys.exit(0)
-    sys.exit(rv if isinstance(rv, int) else 0)
-
-
 def main() -> None:
-    _run(fabrikit, "fabrikit")
+    run_command(fabrikit, "fabrikit")
 
 
 def run_multinode_main() -> None:
-    from .run_cmd import run_multinode
+    from .entry import run_multinode_main as entry
 
-    _run(run_multinode, "run-multinode")
+    entry()
 
 
 def build_image_main() -> None:
-    from .build_cmd import build_image
+    from .entry import build_image_main as entry
 
-    _run(build_image, "build-image")
+    entry()
 
 
 if __name__ == "__main__":  # python -m runner.cli

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from runner import cli
+from runner import entry
 from runner import image_build as ib
 from runner.build_cmd import build_image
 from runner.profile_loader import load_profile
@@ -43,12 +43,12 @@ ALL_TARGETS = [*BUILD_SITES, str(TESTCLUSTER)]
 
 
 class _Entry:
-    """Lets CliRunner drive `cli._run` (one-line errors, exit codes) like the console script."""
+    """Lets CliRunner drive `entry.run_command` (one-line errors, exit codes) like the console script."""
 
     name = "build-image"
 
     def main(self, args, prog_name=None, **_):
-        cli._run(build_image, "build-image", list(args))
+        entry.run_command(build_image, "build-image", list(args))
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None):
