@@ -36,7 +36,7 @@ def run_fabrikit(workdir: Path, n: int) -> float:
     argv = [shutil.which("run-multinode") or "run-multinode", "--site", "local", "--nodes", "2",
             "--run-dir", str(run_dir), "--", "train_ddp.py", *JOB_ARGS]
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _check(subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), "run-multinode")
     return time.perf_counter() - start
 
 
@@ -50,8 +50,14 @@ def run_by_hand(workdir: Path, n: int) -> float:
                 f"--rdzv_endpoint=127.0.0.1:{port} --rdzv_id=hand{n}")
     script = f"{torchrun} {job} & {torchrun} {job} & wait"
     start = time.perf_counter()
-    subprocess.run(["bash", "-c", script], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _check(subprocess.run(["bash", "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True),
+           "hand-written torchrun")
     return time.perf_counter() - start
+
+
+def _check(result: subprocess.CompletedProcess[str], what: str) -> None:
+    if result.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
 
 
 def main() -> int:

@@ -516,8 +516,20 @@ class StopRequest:
 
     def agreed(self, group: dist.ProcessGroup | None) -> int:
         """Signal number any rank received (max over ranks), 0 when none did."""
+        return self.result(self.start(group))
+
+    def start(self, group: dist.ProcessGroup | None) -> tuple[Any, torch.Tensor]:
+        """Begin agreeing on the stop flag without waiting for the other ranks."""
         flag = torch.tensor([self.signum], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+        return dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group, async_op=True), flag
+
+    @staticmethod
+    def result(pending: tuple[Any, torch.Tensor] | None) -> int:
+        """The agreed signal number of a `start()`ed reduction (0 for none pending)."""
+        if pending is None:
+            return 0
+        work, flag = pending
+        work.wait()
         return int(flag.item())
 
 
@@ -738,6 +750,7 @@ def train(args: argparse.Namespace) -> int:
     final_loss = final_acc = float("nan")
     run_time = 0.0
     stopped_by = 0
+    pending_stop = None  # the stop-flag reduction started after the previous step
     while pos.epoch < args.epochs and pos.global_step < end_step and not stopped_by:
         epoch = pos.epoch
         sampler.set_epoch(epoch, skip=pos.batch * args.batch_size)
@@ -768,7 +781,17 @@ def train(args: argparse.Namespace) -> int:
                 report.line(f"step={pos.global_step} loss={loss.item():.6f}")
             if args.step_sleep > 0:
                 time.sleep(args.step_sleep)
-            stopped_by = stop.agreed(groups.control)
+            # Ranks agree on stop requests one step late: the reduction started here runs
+            # while the next step computes, so no step waits for it (a blocking one per step
+            # cost ~10% of CPU throughput). Each rank starts exactly one per step and waits
+            # for it at the next, so the collectives stay in the same order on every rank.
+            previous, pending_stop = pending_stop, stop.start(groups.control)
+            stopped_by = stop.result(previous)
+            if pos.global_step >= end_step or (pos.batch >= steps_per_epoch and pos.epoch + 1 >= args.epochs):
+                # The last step: nothing follows to hide the reduction behind. The run is
+                # complete, so a signal that arrived during it leaves nothing to resume.
+                stop.result(pending_stop)
+                pending_stop, stopped_by = None, 0
             epoch_end = pos.batch >= steps_per_epoch
             if epoch_end:
                 pos.epoch, pos.batch = epoch + 1, 0
@@ -791,6 +814,7 @@ def train(args: argparse.Namespace) -> int:
                       "images_per_s": round(count / elapsed, 1), "loss": final_loss, "acc": final_acc}
             report.record("epoch", fields, text=key_values(fields))
 
+    stop.result(pending_stop)  # every rank has one outstanding after a stop: finish it alike
     if stopped_by:
         name = signal.Signals(stopped_by).name
         saved = "checkpoint saved" if ckpt_dir is not None else "no checkpoint (no --checkpoint-dir)"
