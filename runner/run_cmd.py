@@ -115,6 +115,14 @@ def _resume_inputs(resume_dir: Path) -> dict:
 
 
 def _load(inputs: dict) -> LoadedProfile:
+    """The profile a run uses; a resumed run uses the resolved copy saved in its directory,
+    so that later edits of the site file cannot change a run halfway through."""
+    saved = Path(inputs["resumed_from"]) / "profile.yaml" if inputs.get("resumed_from") else None
+    if saved is not None and saved.is_file():
+        import msgspec
+
+        name = inputs.get("site") or Path(inputs.get("profile_file") or "profile").stem
+        return msgspec.structs.replace(load_profile(str(saved), is_path=True), name=name)
     if inputs.get("profile_file"):
         return load_profile(inputs["profile_file"], is_path=True)
     return load_profile(inputs["site"])

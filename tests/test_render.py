@@ -148,3 +148,19 @@ def test_local_dry_run_prints_agent_commands() -> None:
     out = dry_run("--site", "local", "--nodes", "3")
     assert out.count("torch.distributed.run") == 3
     assert "--rdzv_endpoint=127.0.0.1:" in out and "is_host=1" in out and out.count("is_host=0") == 2
+
+
+def test_resume_uses_the_profile_saved_in_the_run_directory(tmp_path: Path) -> None:
+    """A resubmitted run keeps its settings even if the site file changed since."""
+    import json
+
+    shown = cli("sites", "show", "olivia", prog="fabrikit")
+    assert shown.returncode == 0
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "profile.yaml").write_text(shown.stdout.replace("partition: accel", "partition: accel-saved"))
+    (run_dir / "launch.json").write_text(json.dumps({"site": "olivia", "profile_file": None, "nodes": 2, "job": []}))
+    script = cli("--resume", str(run_dir), "--dry-run")
+    assert script.returncode == 0, script.stderr
+    assert "#SBATCH --partition=accel-saved" in script.stdout
+    assert "#SBATCH --job-name=fabrikit-olivia" in script.stdout
