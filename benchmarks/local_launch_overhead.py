@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,13 +21,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runner.local_launch import free_port  # noqa: E402  (same port choice for both sides)
+
 JOB_ARGS = ["--max-steps", "4", "--synthetic-size", "128", "--batch-size", "16", "--width", "8", "--epochs", "1"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_fabrikit(workdir: Path, n: int) -> float:
@@ -36,7 +33,11 @@ def run_fabrikit(workdir: Path, n: int) -> float:
     argv = [shutil.which("run-multinode") or "run-multinode", "--site", "local", "--nodes", "2",
             "--run-dir", str(run_dir), "--", "train_ddp.py", *JOB_ARGS]
     start = time.perf_counter()
-    _check(subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), "run-multinode")
+    result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        for log in sorted(run_dir.glob("node*.log")):
+            result.stderr += f"\n--- {log.name}:\n" + log.read_text()[-2000:]
+    _check(result, "run-multinode")
     return time.perf_counter() - start
 
 

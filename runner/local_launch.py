@@ -57,10 +57,23 @@ class LocalPlan:
         return "\n".join(out) + "\n"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(low: int = 20000, high: int = 32767) -> int:
+    """A free port BELOW the kernel's ephemeral range (32768+ by default).
+
+    A port the kernel handed out (bind to 0) lies inside that range, where a node's own
+    outgoing connections also take their source ports: while node 1 is still importing torch,
+    node 2's retried connects to 127.0.0.1:PORT could be given PORT itself as source port and
+    connect to themselves, after which node 1 cannot listen on it."""
+    import random
+
+    for port in random.sample(range(low, high + 1), 200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeFailure(f"no free TCP port in {low}-{high} on 127.0.0.1 for the rendezvous")
 
 
 def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> LocalPlan:
