@@ -84,18 +84,20 @@ def test_occupied_rendezvous_port_is_skipped(cluster, tmp_path: Path) -> None:
 
 
 def test_time_limit_checkpoints_requeues_and_finishes(cluster, tmp_path: Path) -> None:
-    # Measured here: the TERM arrives ~30 s into each 1-minute attempt (~17 steps of 1 s), and
-    # Slurm holds a requeued job for 120 s (BeginTime) before it runs again; 24 steps take two
-    # attempts, i.e. one real requeue, in about 4 minutes.
-    total_steps = 24
-    limited = profile_variant(tmp_path, "limited", scheduler={"time": "1", "signal_lead_s": 35, "requeue": True})
+    # Slurm sends --signal at its periodic check, up to ~20 s early: with a 35 s lead the TERM
+    # came after only 5 steps on a busy CI run; with 20 s it came after 16-18 steps of 1 s
+    # here. 30 steps outlast one attempt and usually fit in two; a requeued job is held 120 s
+    # (BeginTime) before it runs again. A job the limit ends before its requeue lands
+    # (TIMEOUT) is resubmitted with --resume instead, as a user would.
+    total_steps = 30
+    limited = profile_variant(tmp_path, "limited", scheduler={"time": "1", "signal_lead_s": 20, "requeue": True})
     job_args = ["train_ddp.py", "--synthetic-size", "64", "--batch-size", "8", "--width", "8", "--epochs", "100",
                 "--max-steps", str(total_steps), "--log-every-step", "--step-sleep", "1.0",
                 "--checkpoint-dir", "{run_dir}/checkpoints", "--resume"]
     t0 = time.monotonic()
     job = submit(cluster, tmp_path / "run", 2, job_args, profile=limited)
     attempts = 1
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 900
     while True:
         state = cluster.wait(job.job_id, timeout=max(10, deadline - time.monotonic()))
         if state == "COMPLETED" or time.monotonic() > deadline:
