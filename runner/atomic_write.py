@@ -24,3 +24,16 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """Create `path` (and parents) and check it is writable, or raise a one-line UserError."""
+    from .errors import UserError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {what} {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK):
+        raise UserError(f"{what} {path} is not writable")
+    return path

@@ -12,6 +12,7 @@ binding a host glibc into a container is the classic ABI break (apptainer #945, 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -79,6 +80,13 @@ def find_library(name: str, search_path: Iterable[str]) -> Path | None:
 
 
 def closure(names: Iterable[str], search_path: list[str], *, provided: Iterable[str] = ()) -> Closure:
+    """Cached: `doctor` needs the closure both for the binds and for what is missing."""
+    cached = _closure(tuple(names), tuple(search_path), tuple(provided))
+    return Closure(found=dict(cached.found), missing=dict(cached.missing))  # callers may edit theirs
+
+
+@functools.lru_cache(maxsize=16)
+def _closure(names: tuple[str, ...], search_path: tuple[str, ...], provided: tuple[str, ...]) -> Closure:
     """Breadth-first DT_NEEDED closure of `names` over `search_path`, minus what the
     container provides (its C/C++ runtime, plus `provided` sonames)."""
     also = set(provided)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic_write import write_atomic
+from .atomic_write import writable_dir, write_atomic
 from .errors import UserError
 from .resources import bundled_jobs_dir
 
@@ -36,13 +36,7 @@ def create(run_dir: Path) -> Path:
     run_dir = run_dir.resolve()
     if (run_dir / LAUNCH_FILE).exists():
         raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create run directory {run_dir}: {exc.strerror}") from None
-    if not os.access(run_dir, os.W_OK):
-        raise UserError(f"run directory {run_dir} is not writable")
-    return run_dir
+    return writable_dir(run_dir, "run directory")
 
 
 def copy_bundled_jobs(run_dir: Path) -> None:

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from .atomic_write import write_atomic
+from .atomic_write import writable_dir, write_atomic
 from .errors import UserError
 
 TRAIN_PREFIX = "fabrikit-train:"
@@ -953,12 +953,7 @@ def write_report(rep: RunReport, out_dir: Path, baseline: RunReport | None = Non
 
     Without matplotlib (an optional extra) the plots are skipped with a warning in the JSON
     object; the text report and report.json are still written."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{out_dir}: cannot create the output directory: {exc.strerror or exc}") from None
-    if not os.access(out_dir, os.W_OK):
-        raise UserError(f"{out_dir}: output directory is not writable")
+    writable_dir(out_dir, "output directory")
     paths: list[Path] = []
     throughput_png = gpu_png = None
     skipped = None
