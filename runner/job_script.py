@@ -99,6 +99,7 @@ class Step(NamedTuple):
     host_env: tuple[EnvVar, ...]  # exported host variables at that point of the script
     binds: tuple[BindSpec, ...]
     line: int
+    cwd: str  # the directory the script had changed to (`cd`) when it ran this step
 
 
 class JobScript(NamedTuple):
@@ -351,7 +352,7 @@ class _Reader:
                     return
         if container is not None or launch is not None:
             self.steps.append(Step(srun, container, launch, tuple(env), tuple(self._host_env()), tuple(binds),
-                                   command.line))
+                                   command.line, self.cwd))
         elif srun is not None:
             self.srun_other.append(srun)
 

@@ -542,6 +542,9 @@ class Expander:
     def _var(self, name: str, written: str, split: bool) -> _Seg:
         value, env = self._lookup(name)
         if value is None:
+            partial = self._unresolved_vars.get(name)
+            if partial is not None:  # assigned from something only the run knows: keep its text
+                return _Seg(partial.text, False, partial.unresolved or (name,), partial.from_environment)
             return _Seg(written, False, (name,))
         if isinstance(value, list):
             return _Seg(value[0] if value else "", split, (), env)

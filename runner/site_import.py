@@ -446,6 +446,14 @@ class _Importer:
                             "load them before run-multinode (sbatch passes your environment on) or use an image")
             return
         where = f"line {call.line}: {call.runtime}"
+        site_modules = [(m, line) for m, line in self.js.modules
+                        if not re.match(r"(apptainer|singularity)(ce)?(/|$)", m, re.I)]
+        if site_modules:
+            mods = ", ".join(m for m, _ in site_modules)
+            self.hazard("modules", "todo", site_modules[0][1],
+                        f"the script loads modules ({mods}) whose binds and variables (e.g. SINGULARITY_BIND, "
+                        "APPTAINERENV_*) are not visible in it and so not in the profile; load them before "
+                        "run-multinode (sbatch passes your environment on) or add what they set")
         if call.runtime not in ("apptainer", "singularity"):
             d.set(("container", "runtime"), "apptainer", f"{where}: fabrikit runs Apptainer images")
             self.hazard("foreign-runtime", "todo", call.line,
@@ -749,7 +757,8 @@ class _Importer:
             return
         script, args = target[0], target[1:]
         command = " ".join(v.text for v in target)
-        path = script.text if script.text.startswith("/") else os.path.normpath(os.path.join(self.js.cwd, script.text))
+        cwd = step.cwd if step else self.js.cwd
+        path = script.text if script.text.startswith("/") else os.path.normpath(os.path.join(cwd, script.text))
         if script.resolved and all(a.resolved for a in args) and Path(path).is_file() and "{" not in command:
             d.set(("job", "script"), path, f"line {launch.line}")
             d.set(("job", "args"), [a.text for a in args], f"line {launch.line}")

@@ -36,3 +36,20 @@ def import_report(result: Any, script: Path, output: str, as_json: bool) -> str:
     lines.append("next:")
     lines.extend(f"  {step}" for step in steps)
     return "\n".join(lines)
+
+
+def init_report(result: Any, output: str, as_json: bool) -> str:
+    """What `sites init` found and what is left to do (`result` is a `site_init.InitResult`)."""
+    steps = next_steps(output if output != "-" else f"{result.name}.yaml", None)
+    if as_json:
+        return json.dumps({"site": result.name, "profile": None if output == "-" else output,
+                           "preset": result.preset, "found": result.found, "todo": result.todo, "next": steps},
+                          indent=2)
+    where = "standard output" if output == "-" else output
+    lines = [f"fabrikit: wrote {where}: site '{result.name}' (extends {result.preset})", "found:"]
+    lines += [f"  {line}" for line in result.found]
+    lines.append("to do (marked TODO in the file):" if result.todo else "to do: nothing the probe knows of")
+    lines += [f"  {line}" for line in result.todo]
+    lines.append("next:")
+    lines += [f"  {step}" for step in steps]
+    return "\n".join(lines)

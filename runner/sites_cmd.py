@@ -90,3 +90,30 @@ def _write(text: str, site: str, output: str | None, force: bool) -> None:
 
     check_loads(text, site)
     write_profile(text, _output_name(output, site), force=force)
+
+
+@sites.command("init")
+@click.argument("name")
+@click.option("-o", "--output", metavar="FILE", help="Profile to write (default NAME.yaml here; - for stdout).")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path), default="/",
+              show_default=True, help="Probe this directory tree as if it were / (a mounted node image).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was found as JSON.")
+def init(name: str, output: str | None, force: bool, root: Path, as_json: bool) -> None:
+    """Probe this machine (run it on a login or, better, a compute node) and write a draft
+    profile for site NAME: Slurm GPU partitions, GRES, CPUs and memory; the fabric (CXI,
+    InfiniBand, hsn*/ib* interfaces, fi_info providers); host libfabric, libcxi and NCCL net
+    plugins; GPUs, architecture, glibc and the container runtime. Each value says where it was
+    found; TODO marks what the probe could not decide. Then: fabrikit doctor --profile FILE.
+    """
+    from .profile_loader import check_site_name
+    from .site_init import draft_profile
+    from .site_probe import probe
+    from .site_report import init_report
+
+    check_site_name(name)
+    out = _output_name(output, name)
+    image_dir = Path(out).expanduser().resolve().parent if out != "-" else Path.cwd()
+    result = draft_profile(name, probe(root.resolve()), image_dir)
+    _write(result.text, name, output, force)
+    click.echo(init_report(result, out, as_json), err=output == "-")
