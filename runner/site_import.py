@@ -466,7 +466,12 @@ class _Importer:
             d.set(("container", "runtime"), call.runtime, f"{where} exec")
             self._image(call.image, call.image_line)
         names = [o.name for o in call.options]
-        if "nv" in names or "nvccli" in names:
+        foreign = call.runtime not in ("apptainer", "singularity")
+        if foreign and self.gpus and (self.evidence.vendor or ("nvidia", ""))[0] == "nvidia":
+            d.set(("container", "gpu_flag"), "--nv", f"{where} exposes NVIDIA GPUs itself; Apptainer needs --nv")
+        elif foreign:
+            d.set(("container", "gpu_flag"), "none", f"{where}: no GPUs requested")
+        elif "nv" in names or "nvccli" in names:
             d.set(("container", "gpu_flag"), "--nv", where + " --nv")
             self.evidence.vendor = self.evidence.vendor or ("nvidia", f"line {call.line}: --nv")
         elif "rocm" in names:
@@ -474,7 +479,7 @@ class _Importer:
             self.evidence.vendor = self.evidence.vendor or ("amd", f"line {call.line}: --rocm")
         else:
             d.set(("container", "gpu_flag"), "none", f"{where}: neither --nv nor --rocm")
-        for option in call.options:
+        for option in call.options if not foreign else ():
             if option.name in ("cleanenv", "containall"):
                 self.hazard("cleanenv", "fixed", option.line,
                             f"{option.written} strips the host environment, SLINGSHOT_* (which the cxi provider "
