@@ -23,7 +23,7 @@ script assigns are substituted, anything decided at run time (`$SLURM_JOB_ID`, `
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import NamedTuple
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -327,7 +327,6 @@ class _Seg(NamedTuple):
     fields: tuple[str, ...] | None = None  # "${array[@]}": one field per element
 
 
-Lookup = Callable[[str], "str | list[str] | None"]
 
 
 class Expander:

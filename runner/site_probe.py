@@ -191,7 +191,7 @@ def _node_archs(p: _Prober) -> dict[str, str]:
     out = p.run("scontrol", "show", "node", "-o")
     archs: dict[str, str] = {}
     for line in (out or "").splitlines():
-        record = {m.group(1): m.group(2) for m in _KV.finditer(line.strip())}
+        record = {m.group(1): m.group(2).strip() for m in _KV.finditer(line.strip())}
         arch = record.get("Arch")
         for partition in (record.get("Partitions") or "").split(","):
             if arch and partition:
