@@ -207,7 +207,8 @@ class _Importer:
             if name == "gpus-per-task":
                 count *= self.tasks_per_node
             self.gpus = count
-            typed = re.search(r"gpu:([A-Za-z][\w-]*):", value) or re.match(r"([A-Za-z][\w-]*):\d", value)
+            typed = (re.search(r"gpu:([A-Za-z][\w-]*):", value) if name == "gres"
+                     else re.match(r"([A-Za-z][\w-]*):\d", value))
             note = where + (f" (GPU type '{typed.group(1)}' dropped: fabrikit asks --gpus-per-node=N)" if typed else "")
             if typed:
                 self._gpu_type_hint(typed.group(1), option.line)

@@ -208,3 +208,19 @@ def test_import_stays_out_of_the_dry_run_path() -> None:
     assert "runner.run_cmd" in loaded
     assert not {"runner.site_import", "runner.job_script", "runner.shell_script", "runner.site_probe",
                 "runner.profile_writer", "runner.sites_cmd"} & set(loaded), loaded
+
+
+def test_untyped_gres_env_file_and_apptainer_run(tmp_path: Path) -> None:
+    (tmp_path / "env.txt").write_text("A=1\nB='x y'\n")
+    script = tmp_path / "small.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH -N 3\n#SBATCH --mem 12GB\n#SBATCH -t 30\n"
+                      "srun -N 3 --mpi=pmix apptainer run --nv --env-file env.txt /x/y.sif\n")
+    out = tmp_path / "small.yaml"
+    result = cli("sites", "import", str(script), "-o", str(out), "--json", prog="fabrikit", env=ENV, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    p = load_profile(str(out), is_path=True).profile
+    assert (p.scheduler.gpus_per_node, p.scheduler.mem, p.scheduler.time) == (4, "12G", "30")
+    assert "type" not in out.read_text().split("gpus_per_node", 1)[1].splitlines()[0]  # gpu:4 has no type
+    assert p.env["A"] == "1" and p.env["B"] == "x y" and p.scheduler.srun_extra == ["--mpi=pmix"]
+    assert json.loads(result.stdout)["nodes"] == 3
+    dry_run(out, tmp_path)
