@@ -6,7 +6,9 @@ Rules that are facts about fabrics, not about one site, live here once:
 - HPE: do not set NCCL_NET for single-node runs (a needless VNI allocation;
   fabric-facts.md "Sigma2 Olivia");
 - the library path is prepended inside the container (never imported from the host:
-  Apptainer does not pass LD_LIBRARY_PATH through).
+  Apptainer does not pass LD_LIBRARY_PATH through);
+- per-GPU CPU masks (`launcher.cpu_bind_masks`) travel as FABRIKIT_CPU_BIND_MASKS, which the
+  bundled jobs apply to each torchrun worker.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def job_environment(request: LaunchRequest) -> list[tuple[str, str]]:
             env.setdefault(name, value)
     if request.nodes == 1 and profile.fabric.kind == "slingshot":
         env.pop("NCCL_NET", None)
+    if profile.launcher.cpu_bind_masks:
+        # Read by jobs/jobenv.py (JobEnvironment.bind_cpus): mask N for local rank N.
+        env["FABRIKIT_CPU_BIND_MASKS"] = ",".join(profile.launcher.cpu_bind_masks)
     if request.library_path:
         env["FABRIKIT_LD_PREPEND"] = ":".join(request.library_path)
     return list(env.items())

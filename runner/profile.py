@@ -26,6 +26,8 @@ SLURM_TIME = r"^([0-9]+-[0-9]{1,2}(:[0-9]{2}(:[0-9]{2})?)?|[0-9]+(:[0-9]{2}(:[0-
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SITE_NAME = r"^[a-z0-9][a-z0-9_-]*$"
 BUILD_ARG_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+# A Slurm-style hexadecimal CPU mask (`srun --cpu-bind=mask_cpu:` accepts the same text).
+CPU_MASK = r"^0x[0-9A-Fa-f]{1,256}$"
 
 PATTERN_HINTS: dict[str, str] = {
     ABSOLUTE_PATH: "must be an absolute path (starting with /) without ',' or ':'",
@@ -34,6 +36,7 @@ PATTERN_HINTS: dict[str, str] = {
     ENV_NAME: "is not a valid environment variable name",
     SITE_NAME: "is not a valid site name (lower-case letters, digits, '_' and '-', starting with a letter or digit)",
     BUILD_ARG_NAME: "is not a valid build argument name",
+    CPU_MASK: "is not a hexadecimal CPU mask (expected 0x followed by hex digits, e.g. 0x00fe000000000000)",
 }
 
 AbsPath = Annotated[str, Meta(pattern=ABSOLUTE_PATH)]
@@ -91,7 +94,7 @@ class Build(_Base, kw_only=True):
     """How `build-image` produces the image named in `container.image`."""
 
     template: str  # a file in containers/ (e.g. slingshot.def) or an absolute path
-    flavour: Literal["slingshot", "infiniband", "test"]
+    flavour: Literal["slingshot", "infiniband", "rocm", "test"]
     args: dict[Annotated[str, Meta(pattern=BUILD_ARG_NAME)], str | int | float] = field(default_factory=dict)
     options: list[str] = field(default_factory=list)  # e.g. ["--fakeroot"]
     binds: list[Bind] = field(default_factory=list)  # bound during %post/%test only
@@ -131,6 +134,10 @@ class Launcher(_Base, kw_only=True):
     join_timeout_s: PosInt | None = None
     read_timeout_s: PosInt = 60
     max_restarts: NonNegInt = 0
+    # One CPU mask per local rank (GPU), applied by the bundled jobs with sched_setaffinity
+    # before they start threads: with one task per node, torchrun's workers cannot get
+    # per-GPU masks from `srun --cpu-bind=mask_cpu:`, which binds tasks, not workers.
+    cpu_bind_masks: list[Annotated[str, Meta(pattern=CPU_MASK)]] = field(default_factory=list)
 
 
 class Job(_Base, kw_only=True):

@@ -136,6 +136,11 @@ def build_request(
     limit = time or profile.scheduler.time
     if time is not None and not re.match(schema.SLURM_TIME, limit):  # the profile's was checked at load
         raise UserError(f"--time: {schema.PATTERN_HINTS[schema.SLURM_TIME]} (got {limit!r})")
+    masks = profile.launcher.cpu_bind_masks
+    if masks and nproc > len(masks):
+        raise UserError(f"launcher.cpu_bind_masks has {len(masks)} mask(s) but {nproc} processes per node would "
+                        "start: give one mask per local rank, or lower --nproc-per-node/--gpus-per-node",
+                        where=str(loaded.path))
     name = job_name or f"fabrikit-{loaded.name}"
     if job_name is not None and not re.match(_JOB_NAME, name):
         raise UserError(f"--job-name: {name!r} must be letters, digits, '.', '_' or '-' (at most 128)")
