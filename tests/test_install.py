@@ -10,6 +10,7 @@ path. Asserting on the module and data paths makes sure the code that ran was th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -139,6 +140,16 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
                    check=True, timeout=300)
     python = venv / "bin" / "python"
+    # torch and the dependencies come from the environment running the tests: the base
+    # interpreter's site-packages (--system-site-packages) and, when that environment is a venv
+    # itself (README command 1 makes one), its site-packages too, after the new venv's own.
+    # A directory named in a .pth file is not scanned for .pth files: an editable fabrikit
+    # there stays switched off.
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    import site
+
+    Path(purelib, "_fabrikit_test_outer_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     # --ignore-installed: a fabrikit in the system site-packages (CI's editable install) is
     # neither uninstalled nor taken as "already satisfied"; --no-deps --no-index: no network,
     # the dependencies come from the system site-packages.
@@ -192,10 +203,12 @@ def test_installed_wheel_runs_outside_the_checkout(wheel_env: dict[str, object],
     for name in ("code", *resources.DATA_PACKAGES):
         path = Path(places[name])
         assert path.is_relative_to(venv) and not path.is_relative_to(ROOT), (name, path)
-    imported = _run(wheel_env, "python", "-c", "import runner, sys; print(runner.__file__); print(sys.path)")
+    imported = _run(wheel_env, "python", "-c", "import json, runner, sys; print(json.dumps([runner.__file__, sys.path]))")
     assert imported.returncode == 0, imported.stderr
-    assert Path(imported.stdout.splitlines()[0]).is_relative_to(venv), imported.stdout
-    assert str(ROOT) not in imported.stdout, "the checkout is on the installed program's sys.path"
+    module, sys_path = json.loads(imported.stdout)
+    assert Path(module).is_relative_to(venv), module
+    assert not [p for p in sys_path if Path(wheel_env["cwd"], p).resolve() == ROOT], \
+        f"the checkout is on the installed program's sys.path: {sys_path}"
 
     # fabrikit sites: every bundled site, from the bundled folder inside the venv
     listing = _run(wheel_env, "fabrikit", "sites")
@@ -237,6 +250,6 @@ def test_installed_wheel_runs_outside_the_checkout(wheel_env: dict[str, object],
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
     summary = [line for line in trained.stdout.splitlines() if "fabrikit-train: summary" in line]
     assert summary and "nodes=2 procs_per_node=1 world_size=2" in summary[0], trained.stdout[-2000:]
-    copied = sorted(p.name for p in (run_dir / "jobs").iterdir())
+    copied = sorted(p.name for p in (run_dir / "jobs").glob("*.py"))  # (the run adds __pycache__)
     assert copied == sorted(p.name for p in (ROOT / "jobs").glob("*.py") if p.name != "__init__.py"), copied
     assert (run_dir / "jobs" / "train_ddp.py").read_bytes() == (ROOT / "jobs" / "train_ddp.py").read_bytes()
