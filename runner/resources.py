@@ -112,5 +112,9 @@ def version_report() -> str:
     lines = [f"fabrikit {__version__} ({install_kind()})",
              f"  python      {sys.executable} ({sys.version.split()[0]})",
              f"  code        {_package_dir('runner')}"]
-    lines.extend(f"  {name:<10}  {path}" for name, path in data_locations().items())
+    for name in DATA_PACKAGES:
+        try:
+            lines.append(f"  {name:<10}  {_data_dir(name)}")
+        except RuntimeFailure as exc:  # --version is where one looks when data is missing
+            lines.append(f"  {name:<10}  MISSING: {exc}")
     return "\n".join(lines) + "\n"

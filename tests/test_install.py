@@ -55,6 +55,27 @@ def test_version_names_the_install_and_every_data_folder() -> None:
     assert listed["code"] == str(ROOT / "runner")
 
 
+def test_a_checkout_on_pythonpath_without_install_says_so(tmp_path: Path) -> None:
+    """No install, no data: one line naming the fix, not an empty site list. `-S` keeps the
+    site-packages' .pth files (an editable install's finder) from running; the dependencies
+    come through PYTHONPATH."""
+    import site
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()])}
+    entry = "import sys; from runner.cli import main; sys.argv[0] = 'fabrikit'; main()"
+    for args in (["sites"], ["run-multinode", "--site", "olivia", "--nodes", "2", "--dry-run"]):
+        result = subprocess.run([sys.executable, "-S", "-c", entry, *args], capture_output=True, text=True,
+                                env=env, cwd=tmp_path, timeout=60)
+        assert result.returncode == 1 and result.stdout == "", (args, result.stdout, result.stderr)
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+        assert "fabrikit: error: fabrikit's bundled data is missing" in result.stderr
+        assert "pip install" in result.stderr
+    version = subprocess.run([sys.executable, "-S", "-c", entry, "--version"], capture_output=True, text=True,
+                             env=env, cwd=tmp_path, timeout=60)
+    assert version.returncode == 0, version.stderr
+    assert "bindings    MISSING: fabrikit's bundled data is missing" in version.stdout, version.stdout
+
+
 def _write_site(directory: Path, name: str, description: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.yaml"
