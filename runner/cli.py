@@ -34,6 +34,16 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`--version`: the version and where the code and bundled data were loaded from."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .resources import version_report
+
+    click.echo(version_report(), nl=False)
+    ctx.exit()
+
+
 @click.group(
     cls=LazyGroup,
     context_settings=CONTEXT,
@@ -47,7 +57,8 @@ class LazyGroup(click.Group):
         "job-end": "runner.job_end_cmd:job_end",
     },
 )
-@click.version_option(package_name="fabrikit", prog_name="fabrikit")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version, how fabrikit is installed and where its bundled data is, then exit.")
 def fabrikit() -> None:
     """fabrikit: PyTorch on Slurm over Slingshot or InfiniBand, in Apptainer, provably fast.
 

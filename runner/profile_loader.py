@@ -39,15 +39,18 @@ class LoadedProfile(msgspec.Struct, frozen=True):
     chain: tuple[Path, ...]
 
 
+def site_dirs() -> list[tuple[str, Path]]:
+    """(origin, directory) searched for sites, in priority order; origin is `env`
+    ($FABRIKIT_SITES), `user` (~/.config/fabrikit/bindings) or `bundled`."""
+    dirs = [("env", Path(entry).expanduser()) for entry in os.environ.get("FABRIKIT_SITES", "").split(":") if entry]
+    dirs.append(("user", Path.home() / ".config" / "fabrikit" / "bindings"))
+    dirs.append(("bundled", bundled_bindings_dir()))
+    return dirs
+
+
 def search_dirs() -> list[Path]:
     """Directories searched for sites, in priority order."""
-    dirs: list[Path] = []
-    for entry in os.environ.get("FABRIKIT_SITES", "").split(":"):
-        if entry:
-            dirs.append(Path(entry).expanduser())
-    dirs.append(Path.home() / ".config" / "fabrikit" / "bindings")
-    dirs.append(bundled_bindings_dir())
-    return dirs
+    return [directory for _, directory in site_dirs()]
 
 
 def check_site_name(name: str) -> None:
@@ -70,16 +73,24 @@ def find_site(name: str) -> Path:
     raise UserError(f"unknown site '{name}'{extra}")
 
 
-def list_sites() -> dict[str, Path]:
-    """Every visible site name and the file that wins for it."""
-    found: dict[str, Path] = {}
-    for directory in search_dirs():
+def site_files() -> dict[str, list[tuple[str, Path]]]:
+    """Every site name and each (origin, file) defining it in lookup order: the first wins,
+    the others are shadowed. A file reached twice (a directory listed twice) counts once."""
+    found: dict[str, list[tuple[str, Path]]] = {}
+    seen: set[Path] = set()
+    for origin, directory in site_dirs():
         if not directory.is_dir():
             continue
         for path in sorted(directory.glob("*.yaml")):
-            if _SITE_RE.match(path.stem):
-                found.setdefault(path.stem, path)
+            if _SITE_RE.match(path.stem) and path.resolve() not in seen:
+                seen.add(path.resolve())
+                found.setdefault(path.stem, []).append((origin, path))
     return found
+
+
+def list_sites() -> dict[str, Path]:
+    """Every visible site name and the file that wins for it."""
+    return {name: files[0][1] for name, files in site_files().items()}
 
 
 def _find_parent(name: str, child: Path) -> Path:

@@ -40,13 +40,19 @@ def create(run_dir: Path) -> Path:
 
 
 def copy_bundled_jobs(run_dir: Path) -> None:
-    """Copy jobs/*.py into the run directory (replacing an older copy as a whole)."""
+    """Copy the bundled job scripts into the run directory (replacing an older copy as a
+    whole). File by file, without modes: an installed package may be read-only (a site-wide
+    install), its copy must stay the user's to replace. The package marker `__init__.py`
+    stays behind: inside the container the jobs are plain scripts."""
     import shutil
 
     target = run_dir / "jobs"
     staging = run_dir / ".jobs.tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(bundled_jobs_dir(), staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    staging.mkdir()
+    for script in sorted(bundled_jobs_dir().glob("*.py")):
+        if script.name != "__init__.py":
+            shutil.copyfile(script, staging / script.name)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
 

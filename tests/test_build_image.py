@@ -23,9 +23,10 @@ from runner import entry
 from runner import image_build as ib
 from runner.build_cmd import build_image
 from runner.profile_loader import load_profile
-from runner.resources import bundled_bindings_dir, containers_dir, project_root
+from runner.resources import bundled_bindings_dir, containers_dir
+from tests.helpers import ROOT
 
-TESTCLUSTER = project_root() / "tests" / "sites" / "testcluster.yaml"
+TESTCLUSTER = ROOT / "tests" / "sites" / "testcluster.yaml"
 SHELL_SECTIONS = ("setup", "post", "test", "environment", "runscript")
 
 

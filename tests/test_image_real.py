@@ -22,11 +22,11 @@ import pytest
 
 from runner import image_build as ib
 from runner.profile_loader import load_profile
-from runner.resources import project_root
+from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slow]
 
-TESTCLUSTER = project_root() / "tests" / "sites" / "testcluster.yaml"
+TESTCLUSTER = ROOT / "tests" / "sites" / "testcluster.yaml"
 
 
 def _build_image_cmd() -> list[str]:
@@ -74,7 +74,7 @@ def test_image_has_what_the_batch_script_needs(test_image: Path, apptainer_bin: 
 def test_unchanged_inputs_are_a_cache_hit(test_image: Path, capsys):
     start = time.monotonic()
     result = subprocess.run([*_build_image_cmd(), "--profile", str(TESTCLUSTER)], capture_output=True, text=True,
-                            timeout=120, cwd=project_root())
+                            timeout=120, cwd=ROOT)
     seconds = time.monotonic() - start
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"up to date: {test_image} ("), result.stdout

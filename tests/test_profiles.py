@@ -184,7 +184,8 @@ def test_sites_lists_and_shows() -> None:
     assert listing.returncode == 0, listing.stderr
     for site in BUNDLED:
         assert any(line.startswith(site + " ") for line in listing.stdout.splitlines()), listing.stdout
-    assert "slingshot" not in [line.split()[0] for line in listing.stdout.splitlines()], "presets are not sites"
+    assert "slingshot" not in [line.split()[0] for line in listing.stdout.splitlines() if line.strip()], \
+        "presets are not sites"
     shown = cli("sites", "show", "olivia", prog="fabrikit")
     assert shown.returncode == 0, shown.stderr
     import yaml

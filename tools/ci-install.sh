@@ -115,7 +115,7 @@ torch_step() {
   log "installed torch $(python3 -c 'import torch; print(torch.__version__)')"
 }
 
-fabrikit_current() { # fabrikit installed editable from $ROOT, and pyproject's deps/scripts all satisfied
+fabrikit_current() { # fabrikit installed editable from $ROOT, pyproject's deps/scripts satisfied, data mapped
   (cd / && python3 - "$ROOT") <<'EOF' 2>/dev/null  # not from $ROOT: its fabrikit.egg-info would shadow the install
 import json, sys, tomllib
 from importlib.metadata import distribution, version
@@ -132,6 +132,9 @@ for r in map(Requirement, proj.get("dependencies", []) + proj.get("optional-depe
         assert r.specifier.contains(version(r.name), prereleases=True), r
 scripts = {e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}
 assert scripts == proj.get("scripts", {}), scripts
+# the bundled data (bindings/, containers/, jobs/) reached through the editable mapping, from this checkout
+from runner.resources import data_locations
+assert all(path.is_relative_to(root) for path in data_locations().values())
 EOF
 }
 
