@@ -60,7 +60,7 @@ def test_olivia_carries_every_element_of_the_seed_job() -> None:
         'scontrol show hostnames "$SLURM_JOB_NODELIST"',
         'srun --nodes=1 --ntasks=1 -w "$head_node"',
         "--rdzv_backend=c10d", '--rdzv_id="$SLURM_JOB_ID"', '--rdzv_endpoint="$head_addr:$rdzv_port"',
-        'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --nv",
+        'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --no-eval --nv",
         "export APPTAINERENV_NCCL_PROTO='^LL128'", "export APPTAINERENV_FI_CXI_RDZV_PROTO=alt_read",
         "export APPTAINERENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
     ]:
