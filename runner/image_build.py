@@ -45,6 +45,7 @@ from .atomic_write import write_atomic
 from .errors import RuntimeFailure, UserError
 from .profile_loader import LoadedProfile
 from .resources import containers_dir
+from .shell import quote
 from .validate import build_arg_value, label_value, sbatch_word
 
 # ---------------------------------------------------------------------------------------
@@ -841,7 +842,7 @@ def submit_script(plan: BuildPlan, loaded: LoadedProfile) -> str:
     if sched.gpus_per_node > 0:
         # GPU partitions usually refuse jobs without a GPU; one also lets %test see a device.
         opts.append("--gpus-per-node=1")
-    q = shlex.quote
+    q = quote  # one bash word per value; control characters as $'...' (sbatch refuses CR LF)
     build_words = " ".join(q(a) for a in plan.argv[:-2])
     env_lines = "".join(f"export {k}={q(v)}\n" for k, v in plan.env.items())
     mkdirs = " ".join(q(v) for v in plan.env.values())

@@ -282,13 +282,13 @@ def read_record(run_dir: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def local_base(image: str | None) -> dict:
+def local_base(image: str | None, runtime: str = "apptainer") -> dict:
     """The bundled local site as a profile of its own, optionally inside an image."""
     root = Path(__file__).resolve().parent.parent
     base = yaml.safe_load((root / "bindings" / "local.yaml").read_text())
     base.pop("extends", None)
     if image:
-        base["container"] = {"runtime": "apptainer", "image": image, "gpu_flag": "none"}
+        base["container"] = {"runtime": runtime, "image": image, "gpu_flag": "none"}
     base["launcher"] = {**(base.get("launcher") or {}), "nproc_per_node": 1}
     return base
 

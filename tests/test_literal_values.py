@@ -71,9 +71,14 @@ def EXPAND_MARKED(battery: hv.Battery) -> dict[str, str]:  # noqa: N802 - reads 
 # ---- local backend: real apptainer exec of the test image, and no container -----------------
 @pytest.mark.apptainer
 @pytest.mark.slow
-def test_hostile_values_reach_the_job_inside_the_image(test_image: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
+def test_hostile_values_reach_the_job_inside_the_image(test_image: Path, tmp_path: Path, runtime: str) -> None:
+    """`singularity` is Apptainer's compatibility name here (SINGULARITYENV_* variables);
+    SingularityCE itself is not installed on these machines."""
+    if shutil.which(runtime) is None:
+        pytest.skip(f"{runtime} not on PATH")
     battery = hv.Battery(tmp_path / "battery")
-    profile = _write_profile(tmp_path / "hostile.yaml", battery, hv.local_base(str(test_image)), binds=True)
+    profile = _write_profile(tmp_path / "hostile.yaml", battery, hv.local_base(str(test_image), runtime), binds=True)
     run_dir = tmp_path / "run"
     result = cli("--profile", str(profile), "--nodes", "1", "--run-dir", str(run_dir), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
