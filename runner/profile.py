@@ -20,7 +20,7 @@ from msgspec import Meta, Struct, field
 
 # Constraint patterns live in `runner.validate` (full-string, one place for every name that
 # reaches a script); the loader turns a failed pattern into that module's one-line hint.
-from .validate import ABSOLUTE_PATH, BUILD_ARG_NAME, ENV_NAME, LIBRARY_DIR, MEMORY, SLURM_TIME, SONAME
+from .validate import ABSOLUTE_PATH, BUILD_ARG_NAME, ENV_NAME, INTERFACE, LIBRARY_DIR, MEMORY, SLURM_TIME, SONAME
 
 AbsPath = Annotated[str, Meta(pattern=ABSOLUTE_PATH)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -114,7 +114,7 @@ class Launcher(_Base, kw_only=True):
     port_span: Annotated[int, Meta(ge=1, le=40000)] = 12000
     # Interface whose IPv4 address is the rendezvous endpoint (e.g. hsn0); None uses
     # `hostname --ip-address` of the head node.
-    head_interface: str | None = None
+    head_interface: Annotated[str, Meta(pattern=INTERFACE)] | None = None
     # Fail fast instead of torchrun's 600 s join default (None: scaled by node count).
     join_timeout_s: PosInt | None = None
     read_timeout_s: PosInt = 60

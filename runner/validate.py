@@ -31,6 +31,8 @@ ABSOLUTE_PATH = r"\A/[^,:\x00]*\Z"
 LIBRARY_DIR = r"\A/[^,:;\x00]*\Z"
 # A soname such as libcxi.so.1 or libstdc++.so.6: a file name, no path, no list separators.
 SONAME = r"\A[A-Za-z0-9_+][A-Za-z0-9_.+-]*\.so(?:\.[A-Za-z0-9_]+)*\Z"
+# A network interface (Linux IFNAMSIZ: at most 15 characters, no '/' or blanks).
+INTERFACE = r"\A[A-Za-z0-9_.:@-]{1,15}\Z"
 MEMORY = r"\A[1-9][0-9]*[KMGT]?\Z"
 SLURM_TIME = r"\A(?:[0-9]+-[0-9]{1,2}(?::[0-9]{2}(?::[0-9]{2})?)?|[0-9]+(?::[0-9]{2}(?::[0-9]{2})?)?)\Z"
 # A word sbatch reads on an `#SBATCH` line (its own parser, not a shell's): no quoting needed.
@@ -45,6 +47,7 @@ HINTS: dict[str, str] = {
     LIBRARY_DIR: "must be an absolute directory (starting with /) without ',', ':' or ';' "
                  "(the dynamic loader splits LD_LIBRARY_PATH on ':' and ';')",
     SONAME: "must be a library's soname such as libcxi.so.1 (a file name: no '/', ',' or ':')",
+    INTERFACE: "must be a network interface name (at most 15 letters, digits, '_', '.', ':', '@' or '-'), e.g. hsn0",
     MEMORY: "malformed memory size (expected a positive integer with optional unit K, M, G or T, e.g. 440G)",
     SLURM_TIME: "malformed time limit (expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)",
     SBATCH_WORD: "contains characters that are not allowed here (use letters, digits and . _ - / = : , @ + %)",

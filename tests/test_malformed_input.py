@@ -148,6 +148,8 @@ CASES: dict[str, Case] = {
     "library_path with semicolon": profile_case(dump(with_(library_path=["/opt/a;/opt/b"])), "library_path[0]",
                                                 "';'"),
     "bind source with comma": profile_case(dump(with_(binds=[{"source": "/a,b"}])), "binds[0].source"),
+    "head interface with shell text": profile_case(dump(with_(launcher={"head_interface": "eth0; reboot"})),
+                                                   "launcher.head_interface", "network interface"),
     "port range past 65535": profile_case(dump(with_(launcher={"port_base": 60000, "port_span": 6000})),
                                           "launcher.port_span", "65536"),
     "sbatch_extra --nodes": profile_case(dump(with_(scheduler={"sbatch_extra": ["--nodes=4"]})),
