@@ -192,6 +192,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     job = JobEnvironment.from_env()
+    job.bind_cpus()  # before any thread starts: the profile's per-GPU CPU mask, if any
     device = job.choose_device(args.device)
     job.configure_threads()
     groups = job.init_process_group(device)

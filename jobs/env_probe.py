@@ -7,8 +7,9 @@ out of interleaved output) with:
 
 - where it runs: host, ip (the address this host uses towards MASTER_ADDR, best effort),
   rank, local_rank, world_size, node_rank, nnodes;
-- device (and the CUDA device name), torch, CUDA and NCCL versions, and which ``libnccl``
-  file the process mapped (host bind or the wheel's own);
+- device (and the CUDA device name), torch, CUDA (or HIP) and NCCL (or RCCL) versions, and
+  which ``libnccl``/``librccl`` file the process mapped (host bind or the wheel's own);
+- the CPUs this rank is pinned to (``cpu_bind`` when ``FABRIKIT_CPU_BIND_MASKS`` applied);
 - ``LD_LIBRARY_PATH`` and, for each library in ``--libs`` (default: the NCCL net plugins,
   libfabric, libcxi, libibverbs), whether ``dlopen`` finds it, the file it resolved to
   (the link map's name and its real path) or the loader's error, and libfabric's
@@ -40,8 +41,10 @@ import torch.distributed as dist
 from jobenv import JobEnvironment, default_output_dir
 
 PREFIX = "fabrikit-probe: "
-DEFAULT_LIBS = ("libnccl-net.so", "libnccl-net-ofi.so", "libfabric.so.1", "libcxi.so.1", "libibverbs.so.1")
-ENV_PREFIXES = ("NCCL_", "FI_", "SLURM_", "SLINGSHOT_")
+# The NCCL net plugins, then RCCL's (ROCm images: RCCL dlopens librccl-net.so), then the fabric.
+DEFAULT_LIBS = ("libnccl-net.so", "libnccl-net-ofi.so", "librccl-net.so", "libfabric.so.1", "libcxi.so.1",
+                "libibverbs.so.1")
+ENV_PREFIXES = ("NCCL_", "RCCL_", "FI_", "SLURM_", "SLINGSHOT_", "FABRIKIT_")
 RTLD_DI_LINKMAP = 2  # <dlfcn.h>
 
 
@@ -156,12 +159,13 @@ def collect(job: JobEnvironment, device: torch.device, libs: Sequence[str]) -> d
         "cuda_device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),  # ROCm builds: torch.cuda is HIP, NCCL is RCCL
         "nccl": nccl_version(),
         "python": sys.version.split()[0],
         "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
         "libs": {name: probe_library(name) for name in libs},
     }
-    info["nccl_library"] = _mapped_path("libnccl.so")
+    info["nccl_library"] = _mapped_path("libnccl.so") or _mapped_path("librccl.so")
     info["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
     return info
 
@@ -187,8 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="also write probe/rank-N.json here (default $FABRIKIT_RUN_DIR, else cwd)")
     args = p.parse_args(argv)
     job = JobEnvironment.from_env()
+    cpus = job.bind_cpus()
     device = job.choose_device(args.device)
     info = collect(job, device, [n for n in args.libs.split(",") if n])
+    info["cpu_bind"] = sorted(cpus) if cpus is not None else None
+    info["cpu_affinity"] = sorted(os.sched_getaffinity(0))
     try:
         info.update(check_allreduce(job, device, args.timeout))
     except Exception as exc:  # noqa: BLE001 - report the failure in the line, then exit 1

@@ -146,6 +146,35 @@ class JobEnvironment:
             )
         return torch.device("cuda", index)
 
+    def bind_cpus(self, environ: Mapping[str, str] | None = None) -> set[int] | None:
+        """Pin this worker to its CPU mask from ``FABRIKIT_CPU_BIND_MASKS``; returns the CPUs.
+
+        The batch script exports one hex mask per local rank (the profile's
+        ``launcher.cpu_bind_masks``, e.g. LUMI-G's GCD-to-core map). torchrun starts all
+        workers of a node inside one Slurm task, so ``srun --cpu-bind`` cannot give each
+        worker its own cores; each worker applies its mask here, before torch starts
+        threads. The mask is intersected with the CPUs this process may use (Slurm's
+        cgroup), so it never widens an allocation. ``None``: no masks, or none usable
+        (no mask for this local rank, or an empty intersection); the affinity is unchanged.
+        """
+        env = os.environ if environ is None else environ
+        text = env.get("FABRIKIT_CPU_BIND_MASKS", "").strip()
+        if not text:
+            return None
+        masks = [m.strip() for m in text.split(",") if m.strip()]
+        if self.local_rank >= len(masks):
+            return None
+        try:
+            mask = int(masks[self.local_rank], 16)
+        except ValueError as exc:
+            raise ValueError(f"FABRIKIT_CPU_BIND_MASKS entry {masks[self.local_rank]!r} is not a hex mask") from exc
+        wanted = {cpu for cpu in range(mask.bit_length()) if mask >> cpu & 1}
+        cpus = wanted & os.sched_getaffinity(0)
+        if not cpus:
+            return None
+        os.sched_setaffinity(0, cpus)
+        return cpus
+
     def configure_threads(self, requested: int = 0, environ: Mapping[str, str] | None = None) -> int:
         """Set torch's intra-op threads; returns the number.
 

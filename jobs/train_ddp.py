@@ -673,6 +673,7 @@ def train(args: argparse.Namespace) -> int:
     """Run the job; returns the process exit status (see module docstring)."""
     stop = StopRequest()
     job = JobEnvironment.from_env()
+    job.bind_cpus()  # before any thread starts: the profile's per-GPU CPU mask, if any
     device = job.choose_device(args.device)
     on_cuda = device.type == Device.CUDA.value
     threads = job.configure_threads(args.threads)

@@ -12,7 +12,9 @@ Rules that are facts about fabrics, not about one site, live here once:
 - HPE: do not set NCCL_NET for single-node runs (a needless VNI allocation;
   fabric-facts.md "Sigma2 Olivia");
 - the library path is prepended inside the container (never imported from the host:
-  Apptainer does not pass LD_LIBRARY_PATH through).
+  Apptainer does not pass LD_LIBRARY_PATH through);
+- per-GPU CPU masks (`launcher.cpu_bind_masks`) travel as FABRIKIT_CPU_BIND_MASKS, which the
+  bundled jobs apply to each torchrun worker.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ def job_environment(request: LaunchRequest) -> list[JobVar]:
         env.pop("NCCL_NET", None)
     for name, value in profile.env_expand.items():
         env[name] = JobVar(name, value, template=True)
+    if profile.launcher.cpu_bind_masks:
+        # Read by jobs/jobenv.py (JobEnvironment.bind_cpus): mask N for local rank N.
+        env["FABRIKIT_CPU_BIND_MASKS"] = JobVar("FABRIKIT_CPU_BIND_MASKS", ",".join(profile.launcher.cpu_bind_masks))
     if request.library_path:
         env[LD_PREPEND] = JobVar(LD_PREPEND, ":".join(request.library_path))
     return list(env.values())

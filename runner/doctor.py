@@ -202,15 +202,49 @@ def run_checks(loaded: LoadedProfile, *, image: str | None = None) -> list[Check
     # 6. GPUs visible (compute nodes only)
     want = profile.scheduler.gpus_per_node
     if want > 0:
-        smi = shutil.which("nvidia-smi")
-        if smi is None:
-            checks.append(Check("GPUs", Status.SKIP, "nvidia-smi not found (not on a GPU node?)", required=False))
-        else:
-            result = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
-            count = sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
-            status = Status.PASS if count == want else Status.WARN
-            checks.append(Check("GPUs", status, f"{count} visible, profile says {want}", required=False))
+        checks.append(rocm_gpu_check(want) if profile.container.gpu_flag == "--rocm" else nvidia_gpu_check(want))
     return checks
+
+
+def nvidia_gpu_check(want: int) -> Check:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Check("GPUs", Status.SKIP, "nvidia-smi not found (not on a GPU node?)", required=False)
+    result = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
+    count = sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
+    status = Status.PASS if count == want else Status.WARN
+    return Check("GPUs", status, f"{count} visible, profile says {want}", required=False)
+
+
+_ROCM_GPU = re.compile(r"^(?:GPU\[(\d+)\]|card(\d+)\b)")
+
+
+def count_rocm_gpus(text: str) -> int:
+    """Distinct GPUs (GCDs on an MI250X) in `rocm-smi` output: `GPU[N]` lines (the default
+    and `--showid` layouts) or `cardN` rows (`--csv`)."""
+    found = set()
+    for line in text.splitlines():
+        match = _ROCM_GPU.match(line.strip())
+        if match:
+            found.add(match.group(1) or match.group(2))
+    return len(found)
+
+
+def rocm_gpu_check(want: int, dev: Path = Path("/dev")) -> Check:
+    """AMD GPUs: no nvidia-smi. The kernel driver exposes /dev/kfd (what `--rocm` binds and
+    HIP opens) and one /dev/dri/renderD* per GPU; `rocm-smi` names them when it is on PATH
+    (on LUMI it comes with the `rocm` module, not the base system)."""
+    if not (dev / "kfd").exists():
+        return Check("GPUs", Status.SKIP, f"{dev / 'kfd'} not found (not on an AMD GPU node?)", required=False)
+    smi = shutil.which("rocm-smi")
+    if smi is not None:
+        result = subprocess.run([smi, "--showid"], capture_output=True, text=True, check=False)
+        count, how = count_rocm_gpus(result.stdout), "rocm-smi --showid"
+    else:
+        count = len(list((dev / "dri").glob("renderD*")))
+        how = f"{dev / 'dri'}/renderD* (rocm-smi not on PATH)"
+    status = Status.PASS if count == want else Status.WARN
+    return Check("GPUs", status, f"{count} visible ({how}), profile says {want}", required=False)
 
 
 def format_table(checks: list[Check]) -> str:

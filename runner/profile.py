@@ -20,7 +20,8 @@ from msgspec import Meta, Struct, field
 
 # Constraint patterns live in `runner.validate` (full-string, one place for every name that
 # reaches a script); the loader turns a failed pattern into that module's one-line hint.
-from .validate import ABSOLUTE_PATH, BUILD_ARG_NAME, ENV_NAME, INTERFACE, LIBRARY_DIR, MEMORY, SLURM_TIME, SONAME
+from .validate import (ABSOLUTE_PATH, BUILD_ARG_NAME, CPU_MASK, ENV_NAME, INTERFACE, LIBRARY_DIR, MEMORY,
+                       SLURM_TIME, SONAME)
 
 AbsPath = Annotated[str, Meta(pattern=ABSOLUTE_PATH)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -78,7 +79,7 @@ class Build(_Base, kw_only=True):
     """How `build-image` produces the image named in `container.image`."""
 
     template: str  # a file in containers/ (e.g. slingshot.def) or an absolute path
-    flavour: Literal["slingshot", "infiniband", "test"]
+    flavour: Literal["slingshot", "infiniband", "rocm", "test"]
     # Values are the text written in the YAML file (`1.20` stays "1.20"; see yaml_lines).
     args: dict[Annotated[str, Meta(pattern=BUILD_ARG_NAME)], str] = field(default_factory=dict)
     options: list[str] = field(default_factory=list)  # e.g. ["--fakeroot"]
@@ -119,6 +120,10 @@ class Launcher(_Base, kw_only=True):
     join_timeout_s: PosInt | None = None
     read_timeout_s: PosInt = 60
     max_restarts: NonNegInt = 0
+    # One CPU mask per local rank (GPU), applied by the bundled jobs with sched_setaffinity
+    # before they start threads: with one task per node, torchrun's workers cannot get
+    # per-GPU masks from `srun --cpu-bind=mask_cpu:`, which binds tasks, not workers.
+    cpu_bind_masks: list[Annotated[str, Meta(pattern=CPU_MASK)]] = field(default_factory=list)
 
 
 class Job(_Base, kw_only=True):

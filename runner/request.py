@@ -145,6 +145,11 @@ def build_request(
     if time is not None:  # the profile's was checked at load
         validate.check(validate.SLURM_TIME, time, "--time")
     limit = profile.scheduler.time if time is None else time
+    masks = profile.launcher.cpu_bind_masks
+    if masks and nproc > len(masks):
+        raise UserError(f"launcher.cpu_bind_masks has {len(masks)} mask(s) but {nproc} processes per node would "
+                        "start: give one mask per local rank, or lower --nproc-per-node/--gpus-per-node",
+                        where=str(loaded.path))
     if job_name is not None:
         validate.check(validate.JOB_NAME, job_name, "--job-name")
     name = f"fabrikit-{loaded.name}" if job_name is None else job_name

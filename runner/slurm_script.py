@@ -145,6 +145,14 @@ def _runtime_check(runtime: str) -> str:
     return fill("slurm_runtime_check.sh.in", {"RUNTIME": quote(runtime), "FLAG": NO_EVAL_FLAG}).rstrip("\n")
 
 
+def _monitor(request: LaunchRequest) -> str:
+    """The GPU sampler: nvidia-smi, or rocm-smi for AMD GPUs (`gpu_flag: --rocm`)."""
+    if request.gpus_per_node <= 0:
+        return "# (no GPUs: no utilisation monitor)"
+    rocm = request.profile.container.gpu_flag == "--rocm"
+    return fill("slurm_gpu_monitor_rocm.sh.in" if rocm else "slurm_gpu_monitor.sh.in", {}).rstrip("\n")
+
+
 def render(request: LaunchRequest) -> str:
     runtime = request.profile.container.runtime
     values = {
@@ -159,7 +167,7 @@ def render(request: LaunchRequest) -> str:
         "PORT_SPAN": str(request.profile.launcher.port_span),
         "IFACE": quote(request.profile.launcher.head_interface or ""),
         "NPROC": _nproc(request),
-        "MONITOR": fill("slurm_gpu_monitor.sh.in", {}).rstrip("\n") if request.gpus_per_node > 0 else "# (no GPUs: no utilisation monitor)",
+        "MONITOR": _monitor(request),
         "MONITOR_STOP": 'kill "$gpu_monitor" 2>/dev/null || true' if request.gpus_per_node > 0 else "",
         "LAUNCH": _launch(request, runtime),
         "EPILOGUE": _epilogue(request),

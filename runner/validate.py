@@ -31,6 +31,8 @@ ABSOLUTE_PATH = r"\A/[^,:\x00]*\Z"
 LIBRARY_DIR = r"\A/[^,:;\x00]*\Z"
 # A soname such as libcxi.so.1 or libstdc++.so.6: a file name, no path, no list separators.
 SONAME = r"\A[A-Za-z0-9_+][A-Za-z0-9_.+-]*\.so(?:\.[A-Za-z0-9_]+)*\Z"
+# A Slurm-style hexadecimal CPU mask (`srun --cpu-bind=mask_cpu:` accepts the same text).
+CPU_MASK = r"\A0x[0-9A-Fa-f]{1,256}\Z"
 # A network interface (Linux IFNAMSIZ: at most 15 characters, no '/' or blanks).
 INTERFACE = r"\A[A-Za-z0-9_.:@-]{1,15}\Z"
 MEMORY = r"\A[1-9][0-9]*[KMGT]?\Z"
@@ -47,6 +49,7 @@ HINTS: dict[str, str] = {
     LIBRARY_DIR: "must be an absolute directory (starting with /) without ',', ':' or ';' "
                  "(the dynamic loader splits LD_LIBRARY_PATH on ':' and ';')",
     SONAME: "must be a library's soname such as libcxi.so.1 (a file name: no '/', ',' or ':')",
+    CPU_MASK: "is not a hexadecimal CPU mask (expected 0x followed by hex digits, e.g. 0x00fe000000000000)",
     INTERFACE: "must be a network interface name (at most 15 letters, digits, '_', '.', ':', '@' or '-'), e.g. hsn0",
     MEMORY: "malformed memory size (expected a positive integer with optional unit K, M, G or T, e.g. 440G)",
     SLURM_TIME: "malformed time limit (expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)",

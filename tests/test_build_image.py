@@ -172,7 +172,7 @@ def _listing(directory: Path) -> list[str]:
 
 
 def test_every_bundled_site_with_an_image_is_covered():
-    assert {"olivia", "raven", "gilbreth", "ethernet"} <= set(BUILD_SITES)
+    assert {"olivia", "raven", "gilbreth", "ethernet", "lumi", "alps", "leonardo"} <= set(BUILD_SITES)
 
 
 @pytest.mark.parametrize("target", ALL_TARGETS, ids=lambda t: Path(t).stem)
@@ -253,17 +253,72 @@ def test_flavour_specifics():
     assert "/opt/wheels:/mnt/wheels:ro" in test.argv
 
 
-def test_environment_puts_host_libfabric_first_and_drops_opt_amazon(tmp_path: Path):
-    plan = ib.plan_build(load_profile("olivia"), output=tmp_path / "o.sif")
+def _environment(site: str, prelude: str, tmp_path: Path) -> str:
+    """Run the %environment section of SITE's rendered definition in sh after PRELUDE."""
+    plan = ib.plan_build(load_profile(site), output=tmp_path / f"{site}.sif")
     body = next(b for n, b in ib.sections(plan.definition) if n == "environment")
-    script = ("LD_LIBRARY_PATH=/usr/local/cuda/lib64:/opt/amazon/efa/lib:/opt/hpcx/lib\nNCCL_NET_PLUGIN=spcx\n"
-              f"{body}\n" 'echo "$LD_LIBRARY_PATH|${NCCL_NET_PLUGIN-unset}"\n')
-    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == ("/opt/libfabric/lib:/opt/fabrikit/hostlib:/opt/aws-ofi-nccl/lib:"
-                   "/usr/local/cuda/lib64:/opt/hpcx/lib|unset")
-    out = subprocess.run(["sh", "-c", f"unset LD_LIBRARY_PATH\n{body}\necho \"$LD_LIBRARY_PATH\""],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "/opt/libfabric/lib:/opt/fabrikit/hostlib:/opt/aws-ofi-nccl/lib"
+    script = f"{prelude}\n{body}\n" 'echo "$LD_LIBRARY_PATH|${NCCL_NET_PLUGIN-unset}"\n'
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("site, prelude, expected", [
+    # slingshot.def: host libfabric first, NGC's EFA builds in /opt/amazon leave the path
+    ("olivia", "LD_LIBRARY_PATH=/usr/local/cuda/lib64:/opt/amazon/efa/lib:/opt/hpcx/lib\nNCCL_NET_PLUGIN=spcx",
+     "/opt/libfabric/lib:/opt/fabrikit/hostlib:/opt/aws-ofi-nccl/lib:/usr/local/cuda/lib64:/opt/hpcx/lib|unset"),
+    ("olivia", "unset LD_LIBRARY_PATH", "/opt/libfabric/lib:/opt/fabrikit/hostlib:/opt/aws-ofi-nccl/lib|unset"),
+    # rocm.def: host libfabric, then the RCCL plugin, then the image's ROCm
+    ("lumi", "LD_LIBRARY_PATH=/opt/rocm/lib:/opt/aws-ofi-rccl/lib:/opt/libfabric/lib\nNCCL_NET_PLUGIN=x",
+     "/opt/libfabric/lib:/opt/fabrikit/hostlib:/opt/aws-ofi-rccl/lib:/opt/rocm/lib|unset"),
+])
+def test_environment_puts_host_libfabric_and_the_plugin_first(site: str, prelude: str, expected: str,
+                                                               tmp_path: Path):
+    assert _environment(site, prelude, tmp_path) == expected
+
+
+def test_rocm_flavour_specifics():
+    lumi = ib.plan_build(load_profile("lumi"), output=Path("/nonexistent/l.sif"))
+    d = lumi.definition
+    assert "From: rocm/pytorch:{{ ROCM_PYTORCH_TAG }}" in d and "nvcr.io" not in d
+    assert "--with-libfabric=/opt/fabrikit/libfabric-build --with-rocm=/opt/rocm" in d
+    assert "--prefix=/opt/aws-ofi-rccl" in d and "--with-cuda" not in d
+    assert "test -e /opt/aws-ofi-rccl/lib/librccl-net.so" in d and "torch.version.hip" in d
+    assert lumi.labels[ib.LABEL_FLAVOUR] == "rocm" and lumi.flavour == "rocm"
+    assert lumi.argv[0] == "singularity"  # LUMI provides SingularityCE (bindings/lumi.yaml)
+    assert lumi.argv[lumi.argv.index("--arch") + 1] == "amd64"
+    assert lumi.effective_args == {"ROCM_PYTORCH_TAG": "rocm6.4.1_ubuntu24.04_py3.12_pytorch_release_2.7.1",
+                                   "LIBFABRIC_VERSION": "1.22.0", "AWS_OFI_NCCL_VERSION": "1.20.0"}
+    # The template's own defaults are complete: a profile that names no arguments builds too.
+    defaults = ib.parse_arguments((ib.containers_dir() / "rocm.def").read_text())
+    assert set(ib.arg_references((ib.containers_dir() / "rocm.def").read_text())) == set(defaults)
+
+
+@pytest.mark.parametrize("installed, expect", [
+    (["librccl-net-ofi.so"], "librccl-net-ofi.so"),    # the name LUMI's images carry
+    (["libnccl-net-ofi.so"], "libnccl-net-ofi.so"),
+    (["librccl-net-ofi.so", "librccl-net.so"], None),   # already there: left alone
+    ([], "error"),
+])
+def test_rocm_post_gives_rccl_its_plugin_name(installed: list[str], expect: str | None, tmp_path: Path):
+    """The %post step that makes librccl-net.so exist, run for real in sh on a scratch dir."""
+    plan = ib.plan_build(load_profile("lumi"), output=tmp_path / "l.sif")
+    post = next(b for n, b in ib.sections(plan.definition) if n == "post")
+    start = post.index("    cd /opt/aws-ofi-rccl/lib")
+    step = post[start:post.index("    # The build-only libfabric", start)]
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in installed:
+        (lib / name).write_text(name)
+    result = subprocess.run(["sh", "-c", "set -eu\n" + step.replace("/opt/aws-ofi-rccl/lib", str(lib))],
+                            capture_output=True, text=True)
+    if expect == "error":
+        assert result.returncode == 1 and "installed no RCCL plugin library" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    link = lib / "librccl-net.so"
+    if expect is None:
+        assert not link.is_symlink() and link.read_text() == "librccl-net.so"
+    else:
+        assert link.is_symlink() and os.readlink(link) == expect
 
 
 # --- hashing --------------------------------------------------------------------------------

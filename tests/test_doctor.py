@@ -94,3 +94,90 @@ def test_doctor_passes_on_the_test_cluster_profile(test_image) -> None:
     assert checks["image labels"]["status"] == "pass"
     assert checks["glibc"]["status"] == "pass", checks["glibc"]
     assert checks["dependencies of libfabric.so.1"]["status"] == "pass"
+
+
+# ---- ROCm: no nvidia-smi; /dev/kfd, /dev/dri/renderD*, rocm-smi -------------------------
+
+# `rocm-smi --showtoponuma` on a LUMI-G node (8 GCDs), as printed in the LUMI user guide,
+# docs/runjobs/scheduled-jobs/distribution-binding.md (Lumi-supercomputer/lumi-userguide).
+LUMI_ROCM_SMI = """\
+====================== Numa Nodes ======================
+GPU[0]          : (Topology) Numa Node: 3
+GPU[0]          : (Topology) Numa Affinity: 3
+GPU[1]          : (Topology) Numa Node: 3
+GPU[1]          : (Topology) Numa Affinity: 3
+GPU[2]          : (Topology) Numa Node: 1
+GPU[2]          : (Topology) Numa Affinity: 1
+GPU[3]          : (Topology) Numa Node: 1
+GPU[3]          : (Topology) Numa Affinity: 1
+GPU[4]          : (Topology) Numa Node: 0
+GPU[4]          : (Topology) Numa Affinity: 0
+GPU[5]          : (Topology) Numa Node: 0
+GPU[5]          : (Topology) Numa Affinity: 0
+GPU[6]          : (Topology) Numa Node: 2
+GPU[6]          : (Topology) Numa Affinity: 2
+GPU[7]          : (Topology) Numa Node: 2
+GPU[7]          : (Topology) Numa Affinity: 2
+================= End of ROCm SMI Log ==================
+"""
+
+
+def rocm_profile(tmp_path: Path, gpus: int = 8) -> Path:
+    data = {"description": "rocm doctor test", "fabric": {"kind": "slingshot"}, "container": {"runtime": "none",
+            "gpu_flag": "--rocm"}, "scheduler": {"gpus_per_node": gpus}}
+    path = tmp_path / "rocm.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_count_rocm_gpus_reads_rocm_smi_output() -> None:
+    from runner.doctor import count_rocm_gpus
+
+    assert count_rocm_gpus(LUMI_ROCM_SMI) == 8
+    assert count_rocm_gpus("device,GPU use (%)\ncard0,3\ncard1,0\n") == 2
+    assert count_rocm_gpus("no GPUs here\n") == 0
+
+
+@pytest.mark.skipif(Path("/dev/kfd").exists(), reason="this machine has an AMD GPU driver")
+def test_rocm_profile_never_runs_nvidia_smi_and_skips_without_kfd(tmp_path: Path) -> None:
+    """The real CLI on a machine without the amdgpu driver: the GPU check names /dev/kfd
+    (not nvidia-smi) and is skipped, not failed."""
+    rc, report = doctor(rocm_profile(tmp_path))
+    gpus = next(c for c in report["checks"] if c["name"] == "GPUs")
+    assert gpus["status"] == "skip" and "/dev/kfd" in gpus["detail"] and "nvidia" not in gpus["detail"], gpus
+    assert rc == 0
+
+
+def test_rocm_gpu_check_counts_render_nodes_without_rocm_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.doctor import Status, rocm_gpu_check
+
+    dev = tmp_path / "dev"
+    (dev / "dri").mkdir(parents=True)
+    (dev / "kfd").touch()
+    for minor in range(128, 136):  # one render node per GCD, as the amdgpu driver creates them
+        (dev / "dri" / f"renderD{minor}").touch()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    check = rocm_gpu_check(8, dev=dev)
+    assert check.status is Status.PASS and check.detail.startswith("8 visible") and "rocm-smi not on PATH" in check.detail
+    assert rocm_gpu_check(4, dev=dev).status is Status.WARN
+
+
+def test_rocm_gpu_check_uses_rocm_smi_double(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Test double: a `rocm-smi` script printing LUMI's published output (there is no AMD
+    GPU here); the real no-driver path is test_rocm_profile_never_runs_nvidia_smi_..."""
+    import sys
+
+    from runner.doctor import Status, rocm_gpu_check
+
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "kfd").touch()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    double = bin_dir / "rocm-smi"
+    double.write_text(f"#!{sys.executable}\nimport sys\nassert sys.argv[1:] == ['--showid'], sys.argv\n"
+                      f"print({LUMI_ROCM_SMI!r})\n")
+    double.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    check = rocm_gpu_check(8, dev=dev)
+    assert check.status is Status.PASS and "rocm-smi --showid" in check.detail, check

@@ -11,7 +11,7 @@ from runner.errors import UserError
 from runner.profile_loader import list_sites, load_profile
 from tests.helpers import cli, one_line_error
 
-BUNDLED = ["olivia", "raven", "gilbreth", "ethernet", "local"]
+BUNDLED = ["olivia", "raven", "gilbreth", "ethernet", "local", "lumi", "alps", "leonardo"]
 
 MINIMAL = """\
 description: a test cluster
@@ -50,6 +50,19 @@ def test_olivia_resolves_preset_and_overrides() -> None:
     assert p.scheduler.cpus_per_task == 72 and p.scheduler.mem == "440G"
     assert not any(b.source == "/usr/lib64" for b in p.binds), "never bind the whole /usr/lib64"
     assert any(b.source == "/usr/lib64/libcxi.so.1" for b in p.binds)
+
+
+def test_lumi_is_a_rocm_site_with_per_gcd_cpu_masks() -> None:
+    p = load_profile("lumi").profile
+    assert p.fabric.kind == "slingshot" and p.container.gpu_flag == "--rocm"
+    assert p.container.runtime == "singularity" and p.container.build.flavour == "rocm"
+    assert p.scheduler.gpus_per_node == 8 == len(p.launcher.cpu_bind_masks)
+    # Eight disjoint masks of 7 cores each (one core per CCD is reserved on LUMI-G).
+    cores = [{bit for bit in range(64) if int(mask, 16) >> bit & 1} for mask in p.launcher.cpu_bind_masks]
+    assert all(len(c) == 7 for c in cores) and len(set().union(*cores)) == 56
+    assert p.env["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
+    assert p.library_path[-1] == "/opt/aws-ofi-rccl/lib"  # replaces the preset's CUDA plugin path
+    assert not any(b.source in ("/usr/lib64", "/opt/cray") for b in p.binds)
 
 
 def test_every_site_fact_has_a_source_comment() -> None:
@@ -119,6 +132,11 @@ BAD = {
     "not a mapping": ("- a\n- b\n", 1, ["must be a mapping"]),
     "unknown preset": ("extends: nosuchpreset\n" + MINIMAL, 1, ["extends", "nosuchpreset"]),
     "bad bind list item": (MINIMAL + "binds:\n  - /usr/lib64\n", 11, ["binds[0]", "Expected `object`"]),
+    "bad cpu mask": (MINIMAL + "launcher:\n  cpu_bind_masks: [\"0xfe\", \"fe00\"]\n", 11,
+                     ["launcher.cpu_bind_masks[1]", "hexadecimal CPU mask", "fe00"]),
+    "bad flavour": (MINIMAL.replace("  image: /images/x.sif\n", "  image: /images/x.sif\n  build:\n"
+                                    "    template: rocm.def\n    flavour: cuda\n"), 9,
+                    ["container.build.flavour", "cuda"]),
 }
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import cli, one_line_error
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-SLURM_SITES = ["olivia", "raven", "gilbreth", "ethernet"]
+SLURM_SITES = ["olivia", "raven", "gilbreth", "ethernet", "lumi", "alps", "leonardo"]
 
 
 def dry_run(*args: str) -> str:
@@ -40,16 +40,31 @@ def test_golden_script(site: str, nodes: int, request: pytest.FixtureRequest) ->
 def test_script_passes_shellcheck(site: str, tmp_path: Path) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck not installed (apt-get install shellcheck)")
-    for nodes in ("1", "4"):
+    for nodes in ("1", "2", "4"):
         path = tmp_path / f"{site}-{nodes}.sbatch"
         path.write_text(dry_run("--site", site, "--nodes", nodes))
         result = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True)
         assert result.returncode == 0, result.stdout
 
 
+def _assert_has(script: str, needles: list[str]) -> None:
+    for needle in needles:
+        assert needle in script, needle
+
+
+def _code(script: str) -> list[str]:
+    """The script's lines that are not comments."""
+    return [line for line in script.splitlines() if not line.lstrip().startswith("#")]
+
+
+def _no_env_flag_no_whole_lib64(script: str) -> None:
+    assert "--bind /usr/lib64:" not in script and "/usr/lib64 /usr/lib64" not in script
+    assert not any("--env " in line or "--cleanenv" in line for line in _code(script))
+
+
 def test_olivia_carries_every_element_of_the_seed_job() -> None:
     script = dry_run("--site", "olivia", "--nodes", "2")
-    for needle in [
+    _assert_has(script, [
         "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --partition=accel",
         "#SBATCH --gpus-per-node=4", "#SBATCH --cpus-per-task=72", "#SBATCH --mem=440G",
         "fabrikit_bind /opt/cray/libfabric/1.22.0/lib64 /opt/libfabric/lib ro required",
@@ -63,11 +78,8 @@ def test_olivia_carries_every_element_of_the_seed_job() -> None:
         'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --no-eval --nv",
         "export APPTAINERENV_NCCL_PROTO='^LL128'", "export APPTAINERENV_FI_CXI_RDZV_PROTO=alt_read",
         "export APPTAINERENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
-    ]:
-        assert needle in script, needle
-    assert "--bind /usr/lib64:" not in script and "/usr/lib64 /usr/lib64" not in script
-    code = [line for line in script.splitlines() if not line.lstrip().startswith("#")]
-    assert not any("--env " in line or "--cleanenv" in line for line in code)
+    ])
+    _no_env_flag_no_whole_lib64(script)
 
 
 def test_site_facts_reach_their_scripts() -> None:
@@ -78,6 +90,65 @@ def test_site_facts_reach_their_scripts() -> None:
     assert "#SBATCH --gpus-per-node=4" in raven and "#SBATCH --constraint=gpu-bw" in raven
     ethernet = dry_run("--site", "ethernet", "--nodes", "2")
     assert "APPTAINERENV_NCCL_SOCKET_IFNAME=eth0" in ethernet
+
+
+def test_lumi_carries_the_lumi_ai_guide_job() -> None:
+    """Lumi-supercomputer/LUMI-AI-Guide 05-multi-gpu-and-node/run_ddp_torchrun_4.sh: its #SBATCH
+    lines, RCCL interfaces, MIOpen cache, first-host rendezvous with c10d and the job-id port."""
+    script = dry_run("--site", "lumi", "--nodes", "4")
+    _assert_has(script, [
+        "#SBATCH --partition=standard-g", "#SBATCH --nodes=4", "#SBATCH --gpus-per-node=8",
+        "#SBATCH --time=01:00:00", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=56",
+        "#SBATCH --mem=480G",
+        "export SINGULARITYENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
+        "export SINGULARITYENV_NCCL_NET_GDR_LEVEL=PHB",
+        "export SINGULARITYENV_MIOPEN_USER_DB_PATH=/tmp/", "export SINGULARITYENV_MIOPEN_CUSTOM_CACHE_DIR=/tmp/",
+        'scontrol show hostnames "$SLURM_JOB_NODELIST"', "rdzv_port=$((10000 + SLURM_JOB_ID % 10000))",
+        '--rdzv_id="$SLURM_JOB_ID" --rdzv_backend=c10d', 'nproc=${SLURM_GPUS_ON_NODE:-8}',
+        "singularity exec --no-eval --rocm", "fabrikit_bind /opt/cray/libfabric/", "/opt/libfabric/lib ro required",
+        "fabrikit_bind /usr/lib64/libcxi.so.1 /opt/fabrikit/hostlib/libcxi.so.1 ro required",
+        "fabrikit_bind /var/spool/slurmd /var/spool/slurmd ro optional",
+        "SINGULARITYENV_FABRIKIT_LD_PREPEND=/opt/libfabric/lib:",
+        # the per-GCD masks of the LUMI guide's CPU_BIND_MASKS, in local-rank order
+        "FABRIKIT_CPU_BIND_MASKS=0x00fe000000000000,0xfe00000000000000,0x0000000000fe0000,"
+        "0x00000000fe000000,0x00000000000000fe,0x000000000000fe00,0x000000fe00000000,0x0000fe0000000000",
+        "rocm-smi", "--fabric slingshot --endpoint",
+    ])
+    assert "export APPTAINERENV_" not in script  # LUMI runs SingularityCE
+    assert not any("nvidia-smi" in line or "exec --nv" in line for line in _code(script))
+    _no_env_flag_no_whole_lib64(script)
+    # The guide's MASTER_PORT="1${SLURM_JOB_ID:0-4}" is the same port for job ids >= 1000.
+    for job_id in (1000, 4242, 987654, 12345678):
+        assert 10000 + job_id % 10000 == int("1" + str(job_id)[-4:])
+
+
+def test_alps_carries_the_cscs_settings() -> None:
+    """cscs-docs: Daint's normal partition, 4 GH200 per node, one task per node running
+    torchrun (llm-nanotron-training.md), and the NCCL/libfabric env of nccl_env_vars and the
+    Container Engine hook defaults (clusters/daint.md)."""
+    script = dry_run("--site", "alps", "--nodes", "2")
+    _assert_has(script, [
+        "#SBATCH --partition=normal", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=4", 'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --no-eval --nv",
+        "export APPTAINERENV_NCCL_NET='AWS Libfabric'", "export APPTAINERENV_NCCL_NET_GDR_LEVEL=PHB",
+        "export APPTAINERENV_NCCL_PROTO='^LL128'", "export APPTAINERENV_FI_CXI_DEFAULT_CQ_SIZE=131072",
+        "export APPTAINERENV_FI_CXI_DISABLE_HOST_REGISTER=1", "export APPTAINERENV_FI_CXI_RX_MATCH_MODE=software",
+        "export APPTAINERENV_FI_MR_CACHE_MONITOR=userfaultfd", "export APPTAINERENV_NCCL_CROSS_NIC=0",
+        "export APPTAINERENV_FI_CXI_RDZV_EAGER_SIZE=0", "export APPTAINERENV_FI_CXI_RDZV_GET_MIN=0",
+        "export APPTAINERENV_FI_CXI_RDZV_THRESHOLD=0", "export APPTAINERENV_NCCL_NCHANNELS_PER_NET_PEER=4",
+        "export APPTAINERENV_MPICH_GPU_SUPPORT_ENABLED=0", "export APPTAINERENV_TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "export APPTAINERENV_CUDA_CACHE_DISABLE=1", "fabrikit_bind /capstor /capstor rw optional",
+        "fabrikit_bind /usr/lib64/libcxi.so.1 /opt/fabrikit/hostlib/libcxi.so.1 ro required",
+    ])
+    assert "NCCL_NET_PLUGIN" not in script  # never together with NCCL_NET (fabric-facts.md failure 3)
+    _no_env_flag_no_whole_lib64(script)
+
+
+def test_leonardo_is_an_infiniband_site() -> None:
+    script = dry_run("--site", "leonardo", "--nodes", "2")
+    _assert_has(script, ["#SBATCH --partition=boost_usr_prod", "#SBATCH --gpus-per-node=4", "#SBATCH --cpus-per-task=32",
+                         "export SINGULARITYENV_NCCL_IB_HCA=mlx5", "export SINGULARITYENV_NCCL_SOCKET_IFNAME=ib0",
+                         "singularity exec --no-eval --nv", "--fabric infiniband"])
 
 
 def test_single_node_slingshot_drops_nccl_net() -> None:
@@ -134,6 +205,8 @@ BAD_FLAGS = {
     "unknown option": (["--site", "olivia", "--nodes", "2", "--nodez", "3"], "--nodez"),
     "missing job script": (["--site", "olivia", "--nodes", "2", "--", "nosuch.py"], "nosuch.py"),
     "missing profile file": (["--profile", "/nonexistent/p.yaml", "--nodes", "2"], "/nonexistent/p.yaml"),
+    "more ranks than cpu masks": (["--site", "lumi", "--nodes", "2", "--nproc-per-node", "16"],
+                                  "launcher.cpu_bind_masks has 8 mask(s) but 16 processes per node"),
 }
 
 
@@ -164,3 +237,38 @@ def test_resume_uses_the_profile_saved_in_the_run_directory(tmp_path: Path) -> N
     assert script.returncode == 0, script.stderr
     assert "#SBATCH --partition=accel-saved" in script.stdout
     assert "#SBATCH --job-name=fabrikit-olivia" in script.stdout
+
+
+def test_rocm_gpu_monitor_writes_what_report_reads(tmp_path: Path) -> None:
+    """The LUMI script's sampler program, run for real in bash with a `rocm-smi` test double
+    (no AMD GPU here) on PATH; `fabrikit report`'s parser reads the CSV it writes."""
+    import os
+    import shlex
+    import sys
+    import time
+
+    from runner.run_report import parse_gpu_csv
+
+    script = dry_run("--site", "lumi", "--nodes", "2")
+    line = next(ln for ln in script.splitlines() if ln.startswith("srun --overlap"))
+    words = shlex.split(line.rstrip(" &"))
+    program = words[words.index("-c") + 1]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    double = bin_dir / "rocm-smi"
+    double.write_text(f"#!{sys.executable}\nimport sys\nassert sys.argv[1:] == ['--showuse', '--csv'], sys.argv\n"
+                      "print('device,GPU use (%)')\nfor i in range(8): print(f'card{i},{10 * i}')\n")
+    double.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["bash", "-c", program, str(tmp_path)], env=env, start_new_session=True)
+    try:
+        csv = tmp_path / f"gpu-{os.uname().nodename}.csv"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not csv.exists() or csv.read_text().count("\n") < 9):
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, 9)  # the loop and its `sleep`
+        proc.wait()
+    series = parse_gpu_csv(csv.read_text().splitlines(), "node1")
+    assert [s.index for s in series] == list(range(8))
+    assert [s.util[0] for s in series] == [10.0 * i for i in range(8)]

@@ -46,3 +46,19 @@ def test_probe_library_reports_the_loader_error_and_resolved_path() -> None:
     libm = probe_library("libm.so.6")
     assert libm["loaded"] and Path(libm["path"]).name == "libm.so.6" and Path(libm["realpath"]).exists()
     assert "fi_version" not in libm
+
+
+@pytest.mark.slow
+def test_cpu_bind_masks_pin_each_torchrun_worker(tmp_path: Path, run_job) -> None:
+    """The batch script's FABRIKIT_CPU_BIND_MASKS (one mask per local rank, LUMI-G style) pins
+    each worker that torchrun starts, which `srun --cpu-bind` cannot do for one task per node."""
+    cpus = sorted(os.sched_getaffinity(0))
+    first, last = cpus[0], cpus[-1]
+    run = run_job("env_probe.py", ["--libs", "libc.so.6", "--output-dir", str(tmp_path)], cwd=tmp_path,
+                  FABRIKIT_CPU_BIND_MASKS=f"{1 << first:#x},{1 << last:#x}")
+    assert run.returncode == 0, run.output
+    by_rank = {d["local_rank"]: d for d in (json.loads((tmp_path / "probe" / f"rank-{r}.json").read_text())
+                                            for r in (0, 1))}
+    assert by_rank[0]["cpu_bind"] == [first] and by_rank[0]["cpu_affinity"] == [first]
+    assert by_rank[1]["cpu_bind"] == [last] and by_rank[1]["cpu_affinity"] == [last]
+    assert by_rank[0]["env"]["FABRIKIT_CPU_BIND_MASKS"] == f"{1 << first:#x},{1 << last:#x}"

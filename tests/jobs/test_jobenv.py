@@ -81,3 +81,36 @@ def test_default_output_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("FABRIKIT_RUN_DIR")
     monkeypatch.chdir(tmp_path)
     assert default_output_dir(None) == tmp_path
+
+
+def _affinity_after_bind(local_rank: int, masks: str) -> str:
+    """bind_cpus() in a fresh interpreter (it changes the process's affinity)."""
+    import subprocess
+    import sys
+
+    code = ("import os, jobenv; job = jobenv.JobEnvironment.from_env(); got = job.bind_cpus(); "
+            "print(sorted(got) if got is not None else None, sorted(os.sched_getaffinity(0)))")
+    env = {**os.environ, "LOCAL_RANK": str(local_rank), "RANK": str(local_rank), "WORLD_SIZE": "2",
+           "LOCAL_WORLD_SIZE": "2", "FABRIKIT_CPU_BIND_MASKS": masks,
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "jobs")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return result.stdout.strip()
+
+
+def test_bind_cpus_applies_the_mask_of_the_local_rank() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    first, last = cpus[0], cpus[-1]
+    masks = f"{1 << first:#x},{1 << last:#x}"
+    assert _affinity_after_bind(0, masks) == f"[{first}] [{first}]"
+    assert _affinity_after_bind(1, masks) == f"[{last}] [{last}]"
+    # A mask outside this process's CPUs never widens it, and a rank without a mask keeps its CPUs.
+    outside = max(cpus) + 1
+    assert _affinity_after_bind(0, f"{1 << outside:#x}") == f"None {cpus}"
+    assert _affinity_after_bind(1, f"{1 << first:#x}") == f"None {cpus}"
+
+
+def test_bind_cpus_without_masks_changes_nothing() -> None:
+    assert JobEnvironment.from_env(TORCHRUN_ENV).bind_cpus(environ={}) is None
+    with pytest.raises(ValueError, match="not a hex mask"):
+        JobEnvironment.from_env({**TORCHRUN_ENV, "LOCAL_RANK": "0"}).bind_cpus(
+            environ={"FABRIKIT_CPU_BIND_MASKS": "zz"})
