@@ -18,6 +18,11 @@ from .errors import RuntimeFailure, UserError
 
 # `{{ NAME }}` build arguments with `%arguments` defaults: Apptainer 1.2, SingularityCE 4.0.
 MIN_VERSION: dict[str, tuple[int, int]] = {"apptainer": (1, 2), "singularity-ce": (4, 0)}
+# `exec --no-eval` (values of APPTAINERENV_*/SINGULARITYENV_* not shell-evaluated): Apptainer
+# 1.1.0 (CHANGELOG v1.1.0, apptainer/apptainer#438) and SingularityCE 3.10.0 (CHANGELOG 3.10.0,
+# sylabs/singularity#704). Older runtimes, and the legacy `singularity` (hpcng 3.x, Sylabs
+# before the CE fork), evaluate every value: `$(...)` runs, `$X` is expanded.
+NO_EVAL_SINCE: dict[str, tuple[int, int]] = {"apptainer": (1, 1), "singularity-ce": (3, 10)}
 _VERSION = re.compile(r"^(apptainer|singularity-ce|singularity) version v?(\d+)\.(\d+)(?:\.(\d+))?", re.M)
 
 
@@ -55,9 +60,8 @@ def parse_version(text: str) -> tuple[str, tuple[int, ...]] | None:
     return match.group(1), parts
 
 
-def probe(name: str) -> Runtime:
-    """Find `name` and check that it understands build arguments (`{{ NAME }}`)."""
-    path = require_binary(name)
+def _identify(path: str) -> tuple[str, tuple[int, ...], str]:
+    """(product, version, first line of `--version`) of the runtime binary at `path`."""
     try:
         result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -67,6 +71,31 @@ def probe(name: str) -> Runtime:
     if result.returncode != 0 or parsed is None:
         raise UserError(f"cannot tell the version of {path} (`--version` printed {text[:200]!r})")
     product, version = parsed
+    return product, version, text.splitlines()[0]
+
+
+def check_no_eval(name: str, *, required: bool) -> None:
+    """Refuse a runtime that would shell-evaluate the job's environment values.
+
+    `required`: the job runs here (local backend), so the binary must exist. Otherwise (a
+    Slurm submission) a login node without the runtime is fine: the batch script checks the
+    runtime on the node it runs on."""
+    path = require_binary(name) if required else which(name)
+    if path is None:
+        return
+    product, version, _line = _identify(path)
+    since = NO_EVAL_SINCE.get(product)
+    if since is None or version[:2] < since:
+        shown = ".".join(map(str, version))
+        raise UserError(f"{path} is {product} {shown}, which has no `exec --no-eval`: it would run $(...) and "
+                        "expand $VARIABLES in the job's environment values; use Apptainer >= 1.1 or "
+                        "SingularityCE >= 3.10")
+
+
+def probe(name: str) -> Runtime:
+    """Find `name` and check that it understands build arguments (`{{ NAME }}`)."""
+    path = require_binary(name)
+    product, version, first_line = _identify(path)
     needed = MIN_VERSION.get(product)
     shown = ".".join(map(str, version))
     if needed is None:
@@ -76,7 +105,7 @@ def probe(name: str) -> Runtime:
         want = ".".join(map(str, needed))
         raise UserError(f"{path} is {product} {shown}; build-image needs {product} >= {want} "
                         "for `{{ NAME }}` build arguments in definition files")
-    return Runtime(name=name, path=path, product=product, version=version, version_text=text.splitlines()[0])
+    return Runtime(name=name, path=path, product=product, version=version, version_text=first_line)
 
 
 def inspect_labels(path: str, image: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import click
 
 from . import image_build as ib
 from .errors import UserError
-from .profile import BUILD_ARG_NAME
+from .validate import BUILD_ARG_NAME, matches
 from .profile_loader import load_profile
 
 EPILOG = """\b
@@ -32,12 +32,10 @@ the image: IMAGE.def (the rendered definition) and IMAGE.build.log.
 
 
 def _parse_build_args(values: tuple[str, ...]) -> dict[str, str]:
-    import re
-
     out: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
-        if not sep or not re.match(BUILD_ARG_NAME, key):
+        if not sep or not matches(BUILD_ARG_NAME, key):
             raise click.BadParameter(f"{item!r} is not KEY=VALUE with KEY a valid name", param_hint="'--build-arg'")
         out[key] = value
     return out

@@ -106,7 +106,7 @@ def image_glibc(runtime: str | None, image: str | None, labels: dict[str, str]) 
 def run_checks(loaded: LoadedProfile, *, image: str | None = None) -> list[Check]:
     profile = loaded.profile
     checks: list[Check] = []
-    binds, _library_path = host_library_binds(profile)
+    binds, _library_path = host_library_binds(profile, where=str(loaded.path))
 
     # 1. bind sources
     for bind in binds:

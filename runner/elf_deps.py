@@ -29,6 +29,10 @@ CONTAINER_PROVIDED = re.compile(
 _GLIBC = re.compile(r"^GLIBC_(\d+)\.(\d+)(?:\.(\d+))?$")
 
 
+class ElfError(Exception):
+    """A file that should be a shared library is not a readable ELF shared object."""
+
+
 class ElfInfo(msgspec.Struct, frozen=True):
     path: str
     soname: str | None
@@ -44,7 +48,30 @@ class Closure(msgspec.Struct, frozen=True):
 
 
 def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
-    """DT_SONAME, DT_NEEDED and the newest GLIBC version needed (via .gnu.version_r)."""
+    """DT_SONAME, DT_NEEDED and the newest GLIBC version needed (via .gnu.version_r).
+
+    Raises `ElfError` with a one-line reason for a directory, a linker script (libc.so-style
+    text that names the real library), a truncated or otherwise unreadable ELF file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except IsADirectoryError:
+        raise ElfError(f"{path} is a directory, not a library") from None
+    except OSError as exc:
+        raise ElfError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not head.startswith(b"\x7fELF"):
+        if re.search(rb"\b(GROUP|INPUT)\s*\(", head):
+            raise ElfError(f"{path} is a linker script (text naming the real library), not a shared "
+                           "library: list the real library's soname instead")
+        raise ElfError(f"{path} is not an ELF shared library")
+    try:
+        return _read_elf(path)
+    except Exception as exc:  # noqa: BLE001 - pyelftools raises ELFError, struct and construct errors alike
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ElfError(f"{path} is not a readable ELF shared library (truncated or damaged: {reason[:120]})") from None
+
+
+def _read_elf(path: str | os.PathLike[str]) -> ElfInfo:
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
     from elftools.elf.gnuversions import GNUVerNeedSection

@@ -43,9 +43,10 @@ from . import __version__
 from .apptainer import Runtime, inspect_labels
 from .atomic_write import write_atomic
 from .errors import RuntimeFailure, UserError
-from .profile import env_text
 from .profile_loader import LoadedProfile
 from .resources import containers_dir
+from .shell import quote
+from .validate import build_arg_value, label_value, sbatch_word
 
 # ---------------------------------------------------------------------------------------
 # Labels (all under org.fabrikit.; `fabrikit doctor` reads glibc, `build-image` the hash)
@@ -210,7 +211,10 @@ def _fragment(name: str) -> str:
 
 
 def _labels_block(labels: Mapping[str, str]) -> str:
-    return "\n".join(f"{key} {value}" for key, value in labels.items())
+    """`%labels` lines. Each value is checked to survive Apptainer's reading of the line
+    unchanged (one line, no surrounding blanks, no `{{ }}`): a line break in a value would
+    otherwise start a new section of the definition file."""
+    return "\n".join(f"{key} {label_value(value, f'label {key}')}" for key, value in labels.items())
 
 
 def _check_header(text: str, template: Path) -> str:
@@ -231,12 +235,6 @@ def _check_header(text: str, template: Path) -> str:
     if missing:
         raise UserError(f"{template}: `Bootstrap: {agent}` needs a `{missing[0]}:` header line")
     return agent
-
-
-def _check_value(name: str, value: str, origin: str) -> str:
-    if any(c in value for c in "\n\r\0") or "{{" in value or "}}" in value:
-        raise UserError(f"{origin}: build argument {name}={value!r} must be one line without '{{{{' or '}}}}'")
-    return value
 
 
 def _csv_word(text: str) -> str:
@@ -366,9 +364,9 @@ def plan_build(loaded: LoadedProfile, *, cli_args: Mapping[str, str] | None = No
     # Build arguments: %arguments defaults < profile args < --build-arg.
     given: dict[str, str] = {}
     for key, value in build.args.items():
-        given[key] = _check_value(key, env_text(value), f"{where}: container.build.args")
+        given[key] = build_arg_value(value, f"container.build.args.{key}", where=where)
     for key, value in (cli_args or {}).items():
-        given[key] = _check_value(key, value, "--build-arg")
+        given[key] = build_arg_value(value, f"--build-arg {key}")
     defaults = parse_arguments(raw)
     references = arg_references(raw)
     unbound = [name for name in references if name not in given and name not in defaults]
@@ -832,21 +830,19 @@ def submit_paths(plan: BuildPlan) -> tuple[Path, str]:
 
 def submit_script(plan: BuildPlan, loaded: LoadedProfile) -> str:
     """A batch script that runs the same build command on a compute node of the right arch."""
-    from .shell import plain
-
     sched = loaded.profile.scheduler
-    opts = [f"--job-name=fabrikit-build-{plain(plan.site, 'site')}", "--nodes=1", "--ntasks=1",
+    opts = [f"--job-name=fabrikit-build-{sbatch_word(plan.site, 'site')}", "--nodes=1", "--ntasks=1",
             f"--cpus-per-task={sched.cpus_per_task or 8}", f"--time={BUILD_TIME_LIMIT}"]
     if sched.partition:
-        opts.append(f"--partition={plain(sched.partition, 'partition')}")
+        opts.append(f"--partition={sbatch_word(sched.partition, 'scheduler.partition')}")
     if sched.account:
-        opts.append(f"--account={plain(sched.account, 'account')}")
+        opts.append(f"--account={sbatch_word(sched.account, 'scheduler.account')}")
     if sched.constraint:
-        opts.append(f"--constraint={plain(sched.constraint, 'constraint')}")
+        opts.append(f"--constraint={sbatch_word(sched.constraint, 'scheduler.constraint')}")
     if sched.gpus_per_node > 0:
         # GPU partitions usually refuse jobs without a GPU; one also lets %test see a device.
         opts.append("--gpus-per-node=1")
-    q = shlex.quote
+    q = quote  # one bash word per value; control characters as $'...' (sbatch refuses CR LF)
     build_words = " ".join(q(a) for a in plan.argv[:-2])
     env_lines = "".join(f"export {k}={q(v)}\n" for k, v in plan.env.items())
     mkdirs = " ".join(q(v) for v in plan.env.values())

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .container_env import LD_WRAPPER, env_prefix, job_environment
+from .container_env import LD_PREPEND, LD_WRAPPER, NO_EVAL_FLAG, env_prefix, job_environment
 from .errors import RuntimeFailure, UserError
 from .request import LaunchRequest
 from .shell import expand, quote
@@ -84,10 +84,11 @@ def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> Loca
     job_argv = [expand(request.job.script, values), *(expand(a, values) for a in request.job.args)]
     env: dict[str, str] = {}
     threads = max(1, (os.cpu_count() or 1) // (request.nodes * request.nproc_per_node))
-    for name, value in job_environment(request):
+    for name, value, template in job_environment(request):
+        value = expand(value, values) if template else value
         env[f"{env_prefix(runtime)}{name}" if runtime != "none" else name] = value
     if runtime == "none":
-        prepend = env.pop("FABRIKIT_LD_PREPEND", None)
+        prepend = env.pop(LD_PREPEND, None)
         if prepend:
             old = os.environ.get("LD_LIBRARY_PATH")
             env["LD_LIBRARY_PATH"] = f"{prepend}:{old}" if old else prepend
@@ -100,7 +101,7 @@ def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> Loca
         env.setdefault(f"{p}OMP_NUM_THREADS", str(threads))
         env[f"{p}FABRIKIT_RUN_DIR"] = str(run_dir)
         torchrun = list(profile.launcher.torchrun)
-        prefix = [runtime, "exec"]
+        prefix = [runtime, "exec", NO_EVAL_FLAG]
         if profile.container.gpu_flag != "none":
             prefix.append(profile.container.gpu_flag)
         prefix += ["--bind", str(run_dir)]

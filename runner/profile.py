@@ -18,32 +18,17 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
-# Constraint patterns. Each one has a human explanation in `PATTERN_HINTS`, which the
-# loader uses instead of printing the regular expression to the user.
-ABSOLUTE_PATH = r"^/[^,:]*$"
-MEMORY = r"^[1-9][0-9]*[KMGT]?$"
-SLURM_TIME = r"^([0-9]+-[0-9]{1,2}(:[0-9]{2}(:[0-9]{2})?)?|[0-9]+(:[0-9]{2}(:[0-9]{2})?)?)$"
-ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-SITE_NAME = r"^[a-z0-9][a-z0-9_-]*$"
-BUILD_ARG_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
-# A Slurm-style hexadecimal CPU mask (`srun --cpu-bind=mask_cpu:` accepts the same text).
-CPU_MASK = r"^0x[0-9A-Fa-f]{1,256}$"
-
-PATTERN_HINTS: dict[str, str] = {
-    ABSOLUTE_PATH: "must be an absolute path (starting with /) without ',' or ':'",
-    MEMORY: "malformed memory size (expected a positive integer with optional unit K, M, G or T, e.g. 440G)",
-    SLURM_TIME: "malformed time limit (expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)",
-    ENV_NAME: "is not a valid environment variable name",
-    SITE_NAME: "is not a valid site name (lower-case letters, digits, '_' and '-', starting with a letter or digit)",
-    BUILD_ARG_NAME: "is not a valid build argument name",
-    CPU_MASK: "is not a hexadecimal CPU mask (expected 0x followed by hex digits, e.g. 0x00fe000000000000)",
-}
+# Constraint patterns live in `runner.validate` (full-string, one place for every name that
+# reaches a script); the loader turns a failed pattern into that module's one-line hint.
+from .validate import (ABSOLUTE_PATH, BUILD_ARG_NAME, CPU_MASK, ENV_NAME, INTERFACE, LIBRARY_DIR, MEMORY,
+                       SLURM_TIME, SONAME)
 
 AbsPath = Annotated[str, Meta(pattern=ABSOLUTE_PATH)]
 NonNegInt = Annotated[int, Meta(ge=0)]
 PosInt = Annotated[int, Meta(ge=1)]
 Port = Annotated[int, Meta(ge=1024, le=65535)]
-EnvValue = str | int | float
+LibraryDir = Annotated[str, Meta(pattern=LIBRARY_DIR)]
+Soname = Annotated[str, Meta(pattern=SONAME)]
 
 
 class _Base(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -95,7 +80,8 @@ class Build(_Base, kw_only=True):
 
     template: str  # a file in containers/ (e.g. slingshot.def) or an absolute path
     flavour: Literal["slingshot", "infiniband", "rocm", "test"]
-    args: dict[Annotated[str, Meta(pattern=BUILD_ARG_NAME)], str | int | float] = field(default_factory=dict)
+    # Values are the text written in the YAML file (`1.20` stays "1.20"; see yaml_lines).
+    args: dict[Annotated[str, Meta(pattern=BUILD_ARG_NAME)], str] = field(default_factory=dict)
     options: list[str] = field(default_factory=list)  # e.g. ["--fakeroot"]
     binds: list[Bind] = field(default_factory=list)  # bound during %post/%test only
     tmpdir: AbsPath | None = None  # APPTAINER_TMPDIR (must hold the whole unpacked image)
@@ -129,7 +115,7 @@ class Launcher(_Base, kw_only=True):
     port_span: Annotated[int, Meta(ge=1, le=40000)] = 12000
     # Interface whose IPv4 address is the rendezvous endpoint (e.g. hsn0); None uses
     # `hostname --ip-address` of the head node.
-    head_interface: str | None = None
+    head_interface: Annotated[str, Meta(pattern=INTERFACE)] | None = None
     # Fail fast instead of torchrun's 600 s join default (None: scaled by node count).
     join_timeout_s: PosInt | None = None
     read_timeout_s: PosInt = 60
@@ -144,16 +130,17 @@ class Job(_Base, kw_only=True):
     """The default job: a bundled job name (see jobs/) or a path, plus arguments."""
 
     script: str = "train_ddp.py"
-    # `{run_dir}` in an argument stands for the run directory (expanded at run time).
+    # Literal, except the placeholders `{run_dir}` (the run directory) and `{job_id}` (the
+    # Slurm job id), expanded when the job starts.
     args: list[str] = field(default_factory=list)
 
 
 class HostLibraries(_Base, kw_only=True):
     """Host libraries named by soname, resolved with their dependency closure (doctor)."""
 
-    names: list[str] = field(default_factory=list)
+    names: list[Soname] = field(default_factory=list)
     search_path: list[AbsPath] = field(default_factory=lambda: ["/usr/lib64", "/usr/lib/x86_64-linux-gnu"])
-    target_dir: AbsPath = "/opt/fabrikit/hostlib"
+    target_dir: LibraryDir = "/opt/fabrikit/hostlib"  # also the first library_path entry
 
 
 class Profile(_Base, kw_only=True):
@@ -166,18 +153,16 @@ class Profile(_Base, kw_only=True):
     container: Container = field(default_factory=Container)
     binds: list[Bind] = field(default_factory=list)
     host_libraries: HostLibraries = field(default_factory=HostLibraries)
-    env: dict[Annotated[str, Meta(pattern=ENV_NAME)], EnvValue] = field(default_factory=dict)
+    # Literal values: each reaches the job byte for byte, as written in the YAML file (never
+    # evaluated by a shell or by the container runtime, never retyped by YAML).
+    env: dict[Annotated[str, Meta(pattern=ENV_NAME)], str] = field(default_factory=dict)
+    # The one way to have a value expanded when the job starts: `{run_dir}` and `{job_id}`
+    # placeholders, nothing else (see README, "Values are literal").
+    env_expand: dict[Annotated[str, Meta(pattern=ENV_NAME)], str] = field(default_factory=dict)
     # Directories prepended to LD_LIBRARY_PATH inside the container, in this order.
-    library_path: list[AbsPath] = field(default_factory=list)
+    library_path: list[LibraryDir] = field(default_factory=list)
     launcher: Launcher = field(default_factory=Launcher)
     job: Job = field(default_factory=Job)
-
-
-def env_text(value: EnvValue) -> str:
-    """Render an env value the way a shell user would have written it."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def to_builtins(profile: Profile) -> dict:

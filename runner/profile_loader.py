@@ -20,11 +20,14 @@ from typing import Any
 import msgspec
 
 from . import profile as schema
+from . import validate
 from .errors import UserError
 from .resources import bundled_bindings_dir
+from .shell import placeholders_problem
 from .yaml_lines import KeyPath, Located, Where, load_located
 
-_SITE_RE = re.compile(schema.SITE_NAME)
+# Mappings whose values are literal text (kept as written, never retyped by YAML).
+LITERAL_MAPS: tuple[KeyPath, ...] = (("env",), ("env_expand",), ("container", "build", "args"))
 # Error-path patterns: compiled by `re` on first use, not at start-up.
 _MSGSPEC_PATH = r" - at `(?P<path>[^`]*)`(?: in `(?P<parent>[^`]*)`)?$"
 _PATH_PART = r"\.([A-Za-z0-9_]+)|\[(\d+)\]|\[\.\.\.\]"
@@ -53,9 +56,18 @@ def search_dirs() -> list[Path]:
     return [directory for _, directory in site_dirs()]
 
 
-def check_site_name(name: str) -> None:
-    if not _SITE_RE.match(name):
-        raise UserError(f"site name {name!r} {schema.PATTERN_HINTS[schema.SITE_NAME]}")
+def check_site_name(name: str, field: str = "site name") -> str:
+    return validate.check(validate.SITE_NAME, name, field)
+
+
+def site_name_of(path: Path) -> str:
+    """The site name a profile file stands for: its file name without `.yaml`, which must be a
+    valid site name (it goes into job names, batch-script comments and image labels)."""
+    name = path.name[:-5] if path.name.endswith(".yaml") else path.stem
+    if not validate.matches(validate.SITE_NAME, name):
+        raise UserError(f"--profile: the file name {path.name!r} gives the site name {name!r}, which "
+                        f"{validate.HINTS[validate.SITE_NAME]}; rename the file (e.g. mysite.yaml)")
+    return name
 
 
 def find_site(name: str) -> Path:
@@ -82,7 +94,7 @@ def site_files() -> dict[str, list[tuple[str, Path]]]:
         if not directory.is_dir():
             continue
         for path in sorted(directory.glob("*.yaml")):
-            if _SITE_RE.match(path.stem) and path.resolve() not in seen:
+            if validate.matches(validate.SITE_NAME, path.stem) and path.resolve() not in seen:
                 seen.add(path.resolve())
                 found.setdefault(path.stem, []).append((origin, path))
     return found
@@ -94,7 +106,7 @@ def list_sites() -> dict[str, Path]:
 
 
 def _find_parent(name: str, child: Path) -> Path:
-    check_site_name(name)
+    check_site_name(name, "extends")
     dirs = [child.parent, *search_dirs()]
     for directory in dirs:
         for candidate in (directory / "presets" / f"{name}.yaml", directory / f"{name}.yaml"):
@@ -114,7 +126,7 @@ def _display(path: Path) -> str:
 def load_profile(name_or_path: str, *, is_path: bool = False) -> LoadedProfile:
     """Load a site by name (lookup order) or a profile file by path, merged and validated."""
     path = Path(name_or_path) if is_path else find_site(name_or_path)
-    name = path.stem if is_path else name_or_path
+    name = site_name_of(path) if is_path else name_or_path
     merged, chain = _load_merged(path, seen=())
     _drop_nulls(merged.data)
     _precheck_maps(merged)
@@ -122,6 +134,7 @@ def load_profile(name_or_path: str, *, is_path: bool = False) -> LoadedProfile:
         profile = msgspec.convert(merged.data, schema.Profile, strict=True)
     except msgspec.ValidationError as exc:
         raise _explain(exc, merged) from None
+    _check_values(profile, merged)
     return LoadedProfile(name=name, profile=profile, path=path, chain=chain)
 
 
@@ -130,7 +143,7 @@ def _load_merged(path: Path, seen: tuple[Path, ...]) -> tuple[Located, tuple[Pat
     if resolved in seen:
         cycle = " -> ".join(_display(p) for p in (*seen, resolved))
         raise UserError(f"extends: cycle {cycle}", where=_display(path))
-    own = load_located(path, _display(path))
+    own = load_located(path, _display(path), literal=LITERAL_MAPS)
     if own.data is None:
         own.data = {}
     if not isinstance(own.data, dict):
@@ -187,27 +200,67 @@ def _precheck_maps(merged: Located) -> None:
     """Check free-form maps key by key: msgspec reports them only as `$.env[...]`."""
     data = merged.data
 
-    def check(path: KeyPath, value: Any, name_re: str) -> None:
+    def check(path: KeyPath, value: Any, name_check: Any) -> None:
         if not isinstance(value, dict):
             return
         for key, item in value.items():
-            where = merged.locate((*path, key))
+            where = str(merged.locate((*path, key)))
             dotted = ".".join(str(p) for p in (*path, key))
-            if not re.match(name_re, key):
-                raise UserError(f"{dotted}: '{key}' {schema.PATTERN_HINTS[name_re]}", where=str(where))
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            name_check(key, dotted, where=where)
+            if not isinstance(item, str):  # literal maps keep every scalar as text
                 kind = "a mapping" if isinstance(item, dict) else "a list" if isinstance(item, list) else type(item).__name__
-                raise UserError(
-                    f"{dotted}: expected a string or number, got {kind}"
-                    + (" (quote it: YAML reads yes/no/true/false as booleans)" if isinstance(item, bool) else ""),
-                    where=str(where),
-                )
+                raise UserError(f"{dotted}: expected a string, got {kind}", where=where)
+
+    def build_arg(key: str, dotted: str, *, where: str) -> None:
+        validate.check(validate.BUILD_ARG_NAME, key, dotted, where=where)
 
     if isinstance(data, dict):
-        check(("env",), data.get("env"), schema.ENV_NAME)
+        check(("env",), data.get("env"), validate.env_name)
+        check(("env_expand",), data.get("env_expand"), validate.env_name)
         container = data.get("container")
         if isinstance(container, dict) and isinstance(container.get("build"), dict):
-            check(("container", "build", "args"), container["build"].get("args"), schema.BUILD_ARG_NAME)
+            check(("container", "build", "args"), container["build"].get("args"), build_arg)
+
+
+def _check_values(profile: schema.Profile, merged: Located) -> None:
+    """Rules the schema's types cannot express, each reported at the line it came from."""
+
+    def at(*path: str | int) -> str:
+        return str(merged.locate(path))
+
+    validate.text(profile.description, "description", where=at("description"))
+    for name, value in profile.env.items():
+        validate.env_value(value, f"env.{name}", where=at("env", name))
+    for name, value in profile.env_expand.items():
+        where = at("env_expand", name)
+        validate.env_value(value, f"env_expand.{name}", where=where)
+        if name in profile.env:
+            raise UserError(f"env_expand.{name}: also set under env: (one or the other)", where=where)
+        problem = placeholders_problem(value)
+        if problem:
+            raise UserError(f"env_expand.{name}: {problem}", where=where)
+    sched = profile.scheduler
+    for index, option in enumerate(sched.sbatch_extra):
+        validate.sbatch_extra(option, f"scheduler.sbatch_extra[{index}]", where=at("scheduler", "sbatch_extra", index))
+    for key in ("partition", "account", "constraint"):
+        value = getattr(sched, key)
+        if value is not None:
+            validate.sbatch_word(value, f"scheduler.{key}", where=at("scheduler", key))
+    for section, key, words in (("scheduler", "srun_extra", sched.srun_extra),
+                                ("launcher", "torchrun", profile.launcher.torchrun),
+                                ("job", "args", profile.job.args)):
+        for index, word in enumerate(words):
+            validate.literal(word, f"{section}.{key}[{index}]", where=at(section, key, index))
+    launcher = profile.launcher
+    validate.port_range(launcher.port_base, launcher.port_span, "launcher.port_span", where=at("launcher", "port_span"))
+    build = profile.container.build
+    if build is not None:
+        validate.label_value(build.template, "container.build.template", where=at("container", "build", "template"))
+        for name, value in build.args.items():
+            validate.build_arg_value(value, f"container.build.args.{name}", where=at("container", "build", "args", name))
+    for index, bind in enumerate(profile.binds):
+        if bind.note is not None:
+            validate.text(bind.note, f"binds[{index}].note", where=at("binds", index, "note"))
 
 
 def _parse_path(text: str) -> KeyPath:
@@ -242,10 +295,13 @@ def _explain(exc: msgspec.ValidationError, merged: Located) -> UserError:
         where = merged.locate(path[:-1])
         return UserError(f"{_dotted(path)}: {text}", where=str(where))
     else:
-        for pattern, hint in schema.PATTERN_HINTS.items():
-            if pattern in text:
+        for pattern, hint in validate.HINTS.items():
+            if repr(pattern) in text:  # msgspec shows the pattern as its repr
                 text = hint
                 break
+        else:
+            if re.match(r"Expected `str`, got `(int|float|bool)`", text):
+                text += " (quote it: YAML reads unquoted 010, 1.10, 1:30 or yes as numbers or booleans)"
         value = _value_at(merged.data, path)
         if value is not None and not isinstance(value, (dict, list)):
             text = f"{text} (got {value!r})"

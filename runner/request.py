@@ -7,17 +7,15 @@ know whether a value came from the profile or from the command line.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import msgspec
 
 from . import profile as schema
+from . import validate
 from .errors import UserError
 from .profile_loader import LoadedProfile
 from .resources import bundled_jobs_dir
-
-_JOB_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
 class JobSpec(msgspec.Struct, frozen=True):
@@ -68,6 +66,10 @@ def resolve_job(script: str | None, args: tuple[str, ...], profile: schema.Profi
     selects a bundled job, anything else is a path on the host."""
     if script is None:
         script, args = profile.job.script, tuple(profile.job.args)
+    else:
+        validate.literal(script, "job script")
+        for index, arg in enumerate(args, 1):
+            validate.literal(arg, f"job argument {index}")
     bundled = bundled_jobs_dir() / script
     if "/" not in script and bundled.is_file() and not Path(script).exists():
         return JobSpec(script=f"{{run_dir}}/jobs/{script}", args=args, bundled=True)
@@ -77,7 +79,8 @@ def resolve_job(script: str | None, args: tuple[str, ...], profile: schema.Profi
     return JobSpec(script=str(path.resolve()), args=args, bundled=False)
 
 
-def host_library_binds(profile: schema.Profile) -> tuple[tuple[schema.Bind, ...], tuple[str, ...]]:
+def host_library_binds(profile: schema.Profile, *,
+                       where: str | None = None) -> tuple[tuple[schema.Bind, ...], tuple[str, ...]]:
     """Profile binds plus one file bind per library in the `host_libraries` closure.
 
     Resolved here, on the submitting host, so that rendering stays pure. A named library
@@ -89,9 +92,12 @@ def host_library_binds(profile: schema.Profile) -> tuple[tuple[schema.Bind, ...]
     library_path = list(profile.library_path)
     if not hostlibs.names:
         return tuple(binds), tuple(library_path)
-    from .elf_deps import closure
+    from .elf_deps import ElfError, closure
 
-    resolved = closure(hostlibs.names, list(hostlibs.search_path))
+    try:
+        resolved = closure(hostlibs.names, list(hostlibs.search_path))
+    except ElfError as exc:
+        raise UserError(f"host_libraries: {exc}", where=where) from None
     files = dict(resolved.found)
     for name in hostlibs.names:
         files.setdefault(name, f"{hostlibs.search_path[0]}/{name}")
@@ -125,6 +131,9 @@ def build_request(
 ) -> LaunchRequest:
     """Apply flag overrides to the profile and check what the flags alone can get wrong."""
     profile = loaded.profile
+    for flag, value in (("--partition", partition), ("--account", account)):
+        if value is not None:
+            validate.sbatch_word(value, flag)  # "" is an error, not "use the profile's"
     if nodes < 1:
         raise UserError(f"--nodes: must be at least 1 (got {nodes})")
     gpus = profile.scheduler.gpus_per_node if gpus_per_node is None else gpus_per_node
@@ -133,18 +142,18 @@ def build_request(
     if nproc_per_node is not None and nproc_per_node < 1:
         raise UserError(f"--nproc-per-node: must be at least 1 (got {nproc_per_node})")
     nproc = nproc_per_node or (gpus if gpus > 0 else profile.launcher.nproc_per_node)
-    limit = time or profile.scheduler.time
-    if time is not None and not re.match(schema.SLURM_TIME, limit):  # the profile's was checked at load
-        raise UserError(f"--time: {schema.PATTERN_HINTS[schema.SLURM_TIME]} (got {limit!r})")
+    if time is not None:  # the profile's was checked at load
+        validate.check(validate.SLURM_TIME, time, "--time")
+    limit = profile.scheduler.time if time is None else time
     masks = profile.launcher.cpu_bind_masks
     if masks and nproc > len(masks):
         raise UserError(f"launcher.cpu_bind_masks has {len(masks)} mask(s) but {nproc} processes per node would "
                         "start: give one mask per local rank, or lower --nproc-per-node/--gpus-per-node",
                         where=str(loaded.path))
-    name = job_name or f"fabrikit-{loaded.name}"
-    if job_name is not None and not re.match(_JOB_NAME, name):
-        raise UserError(f"--job-name: {name!r} must be letters, digits, '.', '_' or '-' (at most 128)")
-    binds, library_path = host_library_binds(profile)
+    if job_name is not None:
+        validate.check(validate.JOB_NAME, job_name, "--job-name")
+    name = f"fabrikit-{loaded.name}" if job_name is None else job_name
+    binds, library_path = host_library_binds(profile, where=str(loaded.path))
     return LaunchRequest(
         site=loaded.name,
         profile=profile,

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
+from . import run_dir as rundir
 from .errors import UserError
-from .profile_loader import LoadedProfile, load_profile
+from .profile_loader import LoadedProfile, load_profile, site_name_of
 from .request import LaunchRequest, build_request
+from .run_dir import LaunchRecord  # the record is built for --dry-run too: one shape for every launch
 
 EPILOG = """\b
 Examples:
@@ -55,24 +57,24 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
     libraries into the container and runs `srun apptainer exec ... torchrun`. With
     `--site local` the same job runs on this machine as N torchrun agents.
     """
-    from . import run_dir as rundir  # not needed to render: keeps --dry-run lean
-
     if resume_dir is not None:
-        inputs = _resume_inputs(resume_dir)
+        record = rundir.load_launch(resume_dir)
         run_dir = resume_dir.resolve()
     else:
         if nodes is None:
             raise click.UsageError("Missing option '--nodes'.")
         if (site is None) == (profile_file is None):
             raise click.UsageError("give exactly one of --site SITE or --profile FILE")
-        inputs = {
-            "site": site, "profile_file": str(profile_file.resolve()) if profile_file else None,
-            "nodes": nodes, "gpus_per_node": gpus_per_node, "nproc_per_node": nproc_per_node,
-            "partition": partition, "account": account, "time": time_limit, "job_name": job_name,
-            "requeue": requeue, "job": list(job),
-        }
-    loaded = _load(inputs)
-    request = _request(loaded, inputs)
+        if nodes < 1:  # before the record, whose type says the same less helpfully
+            raise UserError(f"--nodes: must be at least 1 (got {nodes})")
+        record = LaunchRecord(
+            site=site, profile_file=str(profile_file.resolve()) if profile_file else None,
+            nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node,
+            partition=partition, account=account, time=time_limit, job_name=job_name,
+            requeue=requeue, job=tuple(job),
+        )
+    loaded = _load(record, resume_dir)
+    request = _request(loaded, record)
     if run_dir is None:
         run_dir = rundir.new_run_dir(loaded.name).resolve()
     else:
@@ -85,7 +87,8 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
         if dry_run:
             click.echo(lplan.describe(), nl=False)
             return 0
-        _prepare(run_dir, inputs, loaded, request, resume=resume_dir is not None)
+        _check_runtime(loaded, required=True)
+        _prepare(run_dir, record, loaded, request, resume=resume_dir is not None)
         click.echo(f"fabrikit: {request.nodes} local node(s) x {request.nproc_per_node} process(es); "
                    f"run directory {run_dir}", err=True)
         return local_launch.execute(lplan)
@@ -97,7 +100,9 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
         click.echo(splan.describe(), nl=False)
         click.echo(f"# dry run: would run {' '.join(splan.sbatch_argv)}", err=True)
         return 0
-    _prepare(run_dir, inputs, loaded, request, resume=resume_dir is not None)
+    slurm_submit.require_sbatch()
+    _check_runtime(loaded, required=False)
+    _prepare(run_dir, record, loaded, request, resume=resume_dir is not None)
     submitted = slurm_submit.submit(splan)
     out, log = submitted.logs
     click.echo(f"submitted job {submitted.job_id} ({request.nodes} node(s), site {request.site})")
@@ -106,49 +111,49 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
     return 0
 
 
-def _resume_inputs(resume_dir: Path) -> dict:
-    from . import run_dir as rundir
+def _check_runtime(loaded: LoadedProfile, *, required: bool) -> None:
+    """Before anything is written: the container runtime must keep values literal."""
+    runtime = loaded.profile.container.runtime
+    if runtime != "none":
+        from .apptainer import check_no_eval
 
-    inputs = rundir.load_launch(resume_dir)
-    inputs["resumed_from"] = str(resume_dir.resolve())
-    return inputs
+        check_no_eval(runtime, required=required)
 
 
-def _load(inputs: dict) -> LoadedProfile:
+def _load(record: LaunchRecord, resume_dir: Path | None) -> LoadedProfile:
     """The profile a run uses; a resumed run uses the resolved copy saved in its directory,
     so that later edits of the site file cannot change a run halfway through."""
-    saved = Path(inputs["resumed_from"]) / "profile.yaml" if inputs.get("resumed_from") else None
+    saved = resume_dir.resolve() / "profile.yaml" if resume_dir is not None else None
     if saved is not None and saved.is_file():
         import msgspec
 
-        name = inputs.get("site") or Path(inputs.get("profile_file") or "profile").stem
+        name = record.site or site_name_of(Path(record.profile_file or "profile.yaml"))
         return msgspec.structs.replace(load_profile(str(saved), is_path=True), name=name)
-    if inputs.get("profile_file"):
-        return load_profile(inputs["profile_file"], is_path=True)
-    return load_profile(inputs["site"])
+    if record.profile_file:
+        return load_profile(record.profile_file, is_path=True)
+    return load_profile(record.site or "")
 
 
-def _request(loaded: LoadedProfile, inputs: dict) -> LaunchRequest:
-    job = tuple(inputs.get("job") or ())
+def _request(loaded: LoadedProfile, record: LaunchRecord) -> LaunchRequest:
+    job = record.job
     return build_request(
         loaded,
-        nodes=inputs["nodes"],
-        gpus_per_node=inputs.get("gpus_per_node"),
-        nproc_per_node=inputs.get("nproc_per_node"),
-        partition=inputs.get("partition"),
-        account=inputs.get("account"),
-        time=inputs.get("time"),
-        job_name=inputs.get("job_name"),
+        nodes=record.nodes,
+        gpus_per_node=record.gpus_per_node,
+        nproc_per_node=record.nproc_per_node,
+        partition=record.partition,
+        account=record.account,
+        time=record.time,
+        job_name=record.job_name,
         job_script=job[0] if job else None,
         job_args=job[1:],
-        requeue=inputs.get("requeue"),
+        requeue=record.requeue,
     )
 
 
-def _prepare(run_dir: Path, inputs: dict, loaded: LoadedProfile, request: LaunchRequest, *, resume: bool) -> None:
+def _prepare(run_dir: Path, record: LaunchRecord, loaded: LoadedProfile, request: LaunchRequest, *,
+             resume: bool) -> None:
     """Create the run directory and record what is needed to resume it."""
-    from . import run_dir as rundir
-
     if resume:
         if not run_dir.is_dir():
             raise UserError(f"--resume: {run_dir} does not exist")
@@ -158,6 +163,6 @@ def _prepare(run_dir: Path, inputs: dict, loaded: LoadedProfile, request: Launch
     from .sites_cmd import profile_yaml
 
     write_atomic(run_dir / "profile.yaml", profile_yaml(loaded))
-    rundir.save_launch(run_dir, {k: v for k, v in inputs.items() if k != "resumed_from"})
+    rundir.save_launch(run_dir, record)
     if request.job.bundled and loaded.profile.backend == "local":
         rundir.copy_bundled_jobs(run_dir)

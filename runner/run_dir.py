@@ -12,13 +12,38 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated
+
+import msgspec
 
 from .atomic_write import writable_dir, write_atomic
 from .errors import UserError
 from .resources import bundled_jobs_dir
 
 LAUNCH_FILE = "launch.json"
+MAX_LAUNCH_BYTES = 1 << 20  # a record is a few hundred bytes; a bigger file is not one
+
+
+class LaunchRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """What a launch was asked to do (`launch.json`): the site and the flags as given, so that
+    `--resume` repeats it and `fabrikit report` can describe it. `None` means "the profile's
+    value". Read and written only here (`load_launch`, `save_launch`)."""
+
+    site: str | None = None  # --site, or None with --profile
+    profile_file: str | None = None  # --profile, resolved to an absolute path
+    nodes: Annotated[int, msgspec.Meta(ge=1)]
+    gpus_per_node: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    nproc_per_node: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    job_name: str | None = None
+    requeue: bool | None = None
+    job: tuple[str, ...] = ()  # `-- JOB ARGS`, empty for the profile's default job
+
+    def __post_init__(self) -> None:
+        if (self.site is None) == (self.profile_file is None):
+            raise ValueError("needs exactly one of `site` and `profile_file`")
 
 
 def new_run_dir(site: str, parent: Path | None = None) -> Path:
@@ -57,19 +82,26 @@ def copy_bundled_jobs(run_dir: Path) -> None:
     os.replace(staging, target)
 
 
-def save_launch(run_dir: Path, inputs: dict[str, Any]) -> None:
-    import json
+def save_launch(run_dir: Path, record: LaunchRecord) -> None:
+    data = msgspec.json.format(msgspec.json.encode(record), indent=2)
+    write_atomic(run_dir / LAUNCH_FILE, data + b"\n")
 
-    write_atomic(run_dir / LAUNCH_FILE, json.dumps(inputs, indent=2, sort_keys=True) + "\n")
 
-
-def load_launch(run_dir: Path) -> dict[str, Any]:
-    import json
-
+def load_launch(run_dir: Path) -> LaunchRecord:
+    """The run's launch record, or a one-line UserError naming the file and what is wrong."""
     path = run_dir / LAUNCH_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_LAUNCH_BYTES + 1)
     except FileNotFoundError:
         raise UserError(f"{run_dir} is not a fabrikit run directory (no {LAUNCH_FILE})") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise UserError(f"{path}: unreadable: {exc.strerror or exc}") from None
+    if len(data) > MAX_LAUNCH_BYTES:
+        raise UserError(f"{path}: larger than {MAX_LAUNCH_BYTES // 1024} KiB: not a launch record")
+    try:
+        return msgspec.json.decode(data, type=LaunchRecord)
+    except msgspec.ValidationError as exc:
+        raise UserError(f"{path}: not a fabrikit launch record: {exc}") from None
+    except msgspec.DecodeError as exc:
         raise UserError(f"{path}: unreadable: {exc}") from None

@@ -563,18 +563,6 @@ def _read_text_lines(path: Path) -> Iterator[str]:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: unreadable: {getattr(exc, 'strerror', None) or exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a JSON object")
-    return data
-
-
 def _load_profile(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
@@ -629,7 +617,9 @@ def load_run(run_dir: Path | str) -> RunReport:
         os.listdir(run_dir)
     except OSError as exc:
         raise UserError(f"{run_dir}: cannot list: {exc.strerror or exc}") from None
-    launch = _load_json(run_dir / LAUNCH_FILE)
+    from .run_dir import load_launch
+
+    launch = load_launch(run_dir)
     profile = _load_profile(run_dir / PROFILE_FILE)
     warnings: list[str] = []
 
@@ -663,17 +653,17 @@ def load_run(run_dir: Path | str) -> RunReport:
     start, summary = training.last_start, training.last_summary
     ws = (start.world_size if start else None) or (summary.world_size if summary else None)
     config = RunConfig(
-        site=_str(launch.get("site")) or _str(_dig(profile, "site")),
+        site=launch.site or _str(_dig(profile, "site")),
         scheduler=scheduler,
         nodes=(start.nodes if start else None) or (summary.nodes if summary else None)
-        or _int(launch.get("nodes")),
+        or launch.nodes,
         procs_per_node=(start.procs_per_node if start else None)
         or (summary.procs_per_node if summary else None)
-        or _int(launch.get("nproc_per_node")) or _int(_dig(profile, "launcher", "nproc_per_node")),
+        or launch.nproc_per_node or _int(_dig(profile, "launcher", "nproc_per_node")),
         world_size=ws,
         device=start.device if start else None,
         backend=start.backend if start else None,
-        gpus_per_node=_int(launch.get("gpus_per_node")) if launch.get("gpus_per_node") is not None
+        gpus_per_node=launch.gpus_per_node if launch.gpus_per_node is not None
         else _int(_dig(profile, "scheduler", "gpus_per_node")),
         fabric=_str(fabric),
     )

@@ -8,35 +8,44 @@ the run directory is the script's working directory (`sbatch --chdir`), not a pa
 from __future__ import annotations
 
 from . import __version__
-from .container_env import LD_WRAPPER, env_prefix, job_environment
+from .container_env import LD_PREPEND, LD_WRAPPER, NO_EVAL_FLAG, env_prefix, job_environment
 from .request import LaunchRequest
-from .shell import plain, quote, word, words
+from .shell import quote, word, words
 from .templating import fill
+from .validate import sbatch_extra, sbatch_word
 
 INDENT = "  "
+# Literal values may contain `$` or backquotes on purpose; shellcheck's SC2016 ("expressions
+# don't expand in single quotes") is exactly what we want there.
+LITERAL_DOLLAR = "# shellcheck disable=SC2016  # literal value: not expanded, on purpose\n"
+
+
+def _literal_note(*values: str) -> str:
+    return LITERAL_DOLLAR if any("$" in v or "`" in v for v in values) else ""
 
 
 def sbatch_options(request: LaunchRequest) -> list[str]:
-    """`#SBATCH` options in a fixed order; values are checked to need no quoting."""
+    """`#SBATCH` options in a fixed order; values are checked to need no quoting (the
+    profile loader and the flags checked them already: this is the last guard)."""
     sched = request.profile.scheduler
     opts = [
-        f"--job-name={plain(request.job_name, 'job name')}",
+        f"--job-name={sbatch_word(request.job_name, 'job name')}",
         f"--nodes={request.nodes}",
         "--ntasks-per-node=1",
     ]
-    if request.partition:
-        opts.append(f"--partition={plain(request.partition, 'partition')}")
-    if request.account:
-        opts.append(f"--account={plain(request.account, 'account')}")
+    if request.partition is not None:
+        opts.append(f"--partition={sbatch_word(request.partition, 'partition')}")
+    if request.account is not None:
+        opts.append(f"--account={sbatch_word(request.account, 'account')}")
     if request.gpus_per_node > 0:
         opts.append(f"--gpus-per-node={request.gpus_per_node}")
     if sched.cpus_per_task:
         opts.append(f"--cpus-per-task={sched.cpus_per_task}")
     if sched.mem:
         opts.append(f"--mem={sched.mem}")
-    opts.append(f"--time={plain(request.time, 'time')}")
+    opts.append(f"--time={sbatch_word(request.time, 'time')}")
     if sched.constraint:
-        opts.append(f"--constraint={plain(sched.constraint, 'constraint')}")
+        opts.append(f"--constraint={sbatch_word(sched.constraint, 'constraint')}")
     opts.append("--output=slurm-%j.out")
     if sched.signal_lead_s > 0:
         # TERM reaches every job step's tasks: apptainer forwards it to torchrun, which
@@ -47,7 +56,7 @@ def sbatch_options(request: LaunchRequest) -> list[str]:
         opts += ["--requeue", "--open-mode=append"]
     else:
         opts.append("--no-requeue")
-    opts.extend(plain(extra, "scheduler.sbatch_extra") for extra in sched.sbatch_extra)
+    opts.extend(sbatch_extra(extra, "scheduler.sbatch_extra") for extra in sched.sbatch_extra)
     return opts
 
 
@@ -58,20 +67,26 @@ def _binds(request: LaunchRequest) -> str:
     for bind in request.binds:
         mode = "ro" if bind.readonly else "rw"
         need = "required" if bind.required else "optional"
-        lines.append(f"fabrikit_bind {quote(bind.source)} {quote(bind.target or bind.source)} {mode} {need}")
+        target = bind.target or bind.source
+        lines.append(f"{_literal_note(bind.source, target)}fabrikit_bind {quote(bind.source)} {quote(target)} {mode} {need}")
     return fill("slurm_binds.sh.in", {"BIND_LINES": "\n".join(lines)}).rstrip("\n")
 
 
 def _env(request: LaunchRequest, runtime: str) -> str:
+    """One `export` per variable. Values are single words (`quote`), so the batch shell
+    passes them on unchanged, and `--no-eval` keeps the runtime from evaluating them; only
+    `env_expand` values expand their `{run_dir}`/`{job_id}` placeholders (`word`)."""
     lines = []
-    for name, value in job_environment(request):
+    for name, value, template in job_environment(request):
+        text = word(value) if template else quote(value)
+        note = _literal_note(value)
         if runtime == "none":
-            if name == "FABRIKIT_LD_PREPEND":
-                lines.append(f'export LD_LIBRARY_PATH={quote(value)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
+            if name == LD_PREPEND:
+                lines.append(f'{note}export LD_LIBRARY_PATH={text}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
             else:
-                lines.append(f"export {name}={quote(value)}")
+                lines.append(f"{note}export {name}={text}")
         else:
-            lines.append(f"export {env_prefix(runtime)}{name}={quote(value)}")
+            lines.append(f"{note}export {env_prefix(runtime)}{name}={text}")
     if runtime != "none":
         lines.append(f'export {env_prefix(runtime)}FABRIKIT_RUN_DIR="$run_dir"')
     return "\n".join(lines) if lines else "# (no variables)"
@@ -85,7 +100,7 @@ def _launch(request: LaunchRequest, runtime: str) -> str:
         srun.append(words(profile.scheduler.srun_extra))
     lines = [" ".join(srun)]
     if runtime != "none":
-        container = [quote(runtime), "exec"]
+        container = [quote(runtime), "exec", NO_EVAL_FLAG]
         if profile.container.gpu_flag != "none":
             container.append(profile.container.gpu_flag)
         container += ['"${binds[@]}"', quote(profile.container.image or "")]
@@ -102,6 +117,8 @@ def _launch(request: LaunchRequest, runtime: str) -> str:
     if runtime != "none":
         # The wrapper is a constant single-quoted string expanded inside the container.
         text = "# shellcheck disable=SC2016\n" + text
+    else:
+        text = _literal_note(*launcher.torchrun, *profile.scheduler.srun_extra, *request.job.argv) + text
     return text
 
 
@@ -121,6 +138,13 @@ def _epilogue(request: LaunchRequest) -> str:
     return fill("slurm_epilogue.sh.in", values).rstrip("\n")
 
 
+def _runtime_check(runtime: str) -> str:
+    """Stop before launching when the runtime would evaluate the environment's values."""
+    if runtime == "none":
+        return "# (no container: runtime none)"
+    return fill("slurm_runtime_check.sh.in", {"RUNTIME": quote(runtime), "FLAG": NO_EVAL_FLAG}).rstrip("\n")
+
+
 def _monitor(request: LaunchRequest) -> str:
     """The GPU sampler: nvidia-smi, or rocm-smi for AMD GPUs (`gpu_flag: --rocm`)."""
     if request.gpus_per_node <= 0:
@@ -138,6 +162,7 @@ def render(request: LaunchRequest) -> str:
         "DESCRIPTION": " ".join(request.profile.description.split()),
         "BINDS": _binds(request) if runtime != "none" else "# (no container: runtime none)",
         "ENV": _env(request, runtime),
+        "RUNTIME_CHECK": _runtime_check(runtime),
         "PORT_BASE": str(request.profile.launcher.port_base),
         "PORT_SPAN": str(request.profile.launcher.port_span),
         "IFACE": quote(request.profile.launcher.head_interface or ""),

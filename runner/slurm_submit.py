@@ -51,13 +51,19 @@ class Submitted(msgspec.Struct, frozen=True):
         return self.run_dir / f"slurm-{self.job_id}.out", self.run_dir / f"job-{self.job_id}.log"
 
 
-def submit(p: SlurmPlan, *, resume: bool = False) -> Submitted:
-    """Write the run directory and hand the script to sbatch."""
+def require_sbatch() -> None:
+    """Checked before the run directory is written, so a login node without Slurm leaves nothing."""
     import shutil
-    import subprocess
 
     if shutil.which("sbatch") is None:
         raise UserError("sbatch not found: run this on a Slurm login node, or use --dry-run, or --site local")
+
+
+def submit(p: SlurmPlan, *, resume: bool = False) -> Submitted:
+    """Write the run directory and hand the script to sbatch."""
+    import subprocess
+
+    require_sbatch()
     from . import run_dir as rundir
 
     if p.request.job.bundled:

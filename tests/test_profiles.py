@@ -122,7 +122,8 @@ BAD = {
     "missing required field": ("description: x\ncontainer: {runtime: none}\n", 1, ["fabric", "required field is missing"]),
     "missing nested field": ("description: x\nfabric: {check_transport: true}\n", 2, ["fabric.kind", "required"]),
     "bad enum": (MINIMAL.replace("kind: ethernet", "kind: slingshot11"), 3, ["fabric.kind", "slingshot11"]),
-    "env bool": (MINIMAL + "env:\n  NCCL_DEBUG: yes\n", 11, ["env.NCCL_DEBUG", "quote it"]),
+    "env mapping": (MINIMAL + "env:\n  NCCL_DEBUG: {a: 1}\n", 11, ["env.NCCL_DEBUG", "expected a string"]),
+    "unquoted number in a list": (MINIMAL + "job:\n  args: [--lr, 0.10]\n", 11, ["job.args[1]", "quote it"]),
     "env bad name": (MINIMAL + "env:\n  1BAD: x\n", 11, ["env.1BAD", "environment variable"]),
     "image needed": ("description: x\nfabric: {kind: ethernet}\ncontainer:\n  runtime: apptainer\n", 3,
                      ["container", "needs `image`"]),
@@ -150,6 +151,30 @@ def test_bad_profile_is_one_line_with_file_line_field(case: str, tmp_path: Path)
     for fragment in fragments:
         assert fragment in message, (fragment, message)
     assert "\n" not in message
+
+
+def test_env_and_build_args_keep_the_text_as_written(tmp_path: Path) -> None:
+    """YAML 1.1 would retype these (010 -> 8, 1:30 -> 90, 1.10 -> 1.1, yes -> True)."""
+    path = write(tmp_path, "typed.yaml", """\
+        description: typed values
+        fabric: {kind: ethernet}
+        env:
+          OCTAL: 010
+          SEXAGESIMAL: 1:30
+          FLOAT: 1.10
+          BOOL: yes
+          DATE: 2024-01-01
+          QUOTED: '1.10'
+          DROPPED: ~
+        container:
+          runtime: apptainer
+          image: /images/x.sif
+          build: {template: test.def, flavour: test, args: {LIBFABRIC_VERSION: 1.20}}
+        """)
+    p = load_profile(str(path), is_path=True).profile
+    assert p.env == {"OCTAL": "010", "SEXAGESIMAL": "1:30", "FLOAT": "1.10", "BOOL": "yes", "DATE": "2024-01-01",
+                     "QUOTED": "1.10"}
+    assert p.container.build.args == {"LIBFABRIC_VERSION": "1.20"}
 
 
 def test_extends_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,7 +75,7 @@ def test_olivia_carries_every_element_of_the_seed_job() -> None:
         'scontrol show hostnames "$SLURM_JOB_NODELIST"',
         'srun --nodes=1 --ntasks=1 -w "$head_node"',
         "--rdzv_backend=c10d", '--rdzv_id="$SLURM_JOB_ID"', '--rdzv_endpoint="$head_addr:$rdzv_port"',
-        'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --nv",
+        'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --no-eval --nv",
         "export APPTAINERENV_NCCL_PROTO='^LL128'", "export APPTAINERENV_FI_CXI_RDZV_PROTO=alt_read",
         "export APPTAINERENV_NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
     ])
@@ -105,7 +105,7 @@ def test_lumi_carries_the_lumi_ai_guide_job() -> None:
         "export SINGULARITYENV_MIOPEN_USER_DB_PATH=/tmp/", "export SINGULARITYENV_MIOPEN_CUSTOM_CACHE_DIR=/tmp/",
         'scontrol show hostnames "$SLURM_JOB_NODELIST"', "rdzv_port=$((10000 + SLURM_JOB_ID % 10000))",
         '--rdzv_id="$SLURM_JOB_ID" --rdzv_backend=c10d', 'nproc=${SLURM_GPUS_ON_NODE:-8}',
-        "singularity exec --rocm", "fabrikit_bind /opt/cray/libfabric/", "/opt/libfabric/lib ro required",
+        "singularity exec --no-eval --rocm", "fabrikit_bind /opt/cray/libfabric/", "/opt/libfabric/lib ro required",
         "fabrikit_bind /usr/lib64/libcxi.so.1 /opt/fabrikit/hostlib/libcxi.so.1 ro required",
         "fabrikit_bind /var/spool/slurmd /var/spool/slurmd ro optional",
         "SINGULARITYENV_FABRIKIT_LD_PREPEND=/opt/libfabric/lib:",
@@ -129,7 +129,7 @@ def test_alps_carries_the_cscs_settings() -> None:
     script = dry_run("--site", "alps", "--nodes", "2")
     _assert_has(script, [
         "#SBATCH --partition=normal", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --gpus-per-node=4", 'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --nv",
+        "#SBATCH --gpus-per-node=4", 'nproc=${SLURM_GPUS_ON_NODE:-4}', "apptainer exec --no-eval --nv",
         "export APPTAINERENV_NCCL_NET='AWS Libfabric'", "export APPTAINERENV_NCCL_NET_GDR_LEVEL=PHB",
         "export APPTAINERENV_NCCL_PROTO='^LL128'", "export APPTAINERENV_FI_CXI_DEFAULT_CQ_SIZE=131072",
         "export APPTAINERENV_FI_CXI_DISABLE_HOST_REGISTER=1", "export APPTAINERENV_FI_CXI_RX_MATCH_MODE=software",
@@ -148,7 +148,7 @@ def test_leonardo_is_an_infiniband_site() -> None:
     script = dry_run("--site", "leonardo", "--nodes", "2")
     _assert_has(script, ["#SBATCH --partition=boost_usr_prod", "#SBATCH --gpus-per-node=4", "#SBATCH --cpus-per-task=32",
                          "export SINGULARITYENV_NCCL_IB_HCA=mlx5", "export SINGULARITYENV_NCCL_SOCKET_IFNAME=ib0",
-                         "singularity exec --nv", "--fabric infiniband"])
+                         "singularity exec --no-eval --nv", "--fabric infiniband"])
 
 
 def test_single_node_slingshot_drops_nccl_net() -> None:
