@@ -1,16 +1,19 @@
 """`fabrikit check-log FILE... [--json] [--fabric slingshot|infiniband|ethernet]`.
 
 Reads NCCL_DEBUG=INFO output (a job's combined log, or one file per rank; `-` is stdin) and
-says which network NCCL used on each rank (runner.nccl_log does the parsing).
+says which network NCCL (or RCCL) used between nodes on each rank: `ofi` (with its libfabric
+provider), `ib`, `socket`, `failed` (with the transport it was trying) or `none` (no traffic
+crossed nodes). runner.nccl_log does the parsing, in one pass with bounded memory.
 
 Exit codes:
-  0  the fast path of the fabric was used on every rank that selected a network (OFI/cxi on
-     slingshot, IB on infiniband, anything on ethernet or with no --fabric), or the job ran on
-     a single node so the network carried no traffic;
+  0  the fast path of the fabric was used on every rank that moved data between nodes
+     (OFI/cxi on slingshot, IB on infiniband, anything on ethernet or with no --fabric), or
+     the job ran on a single node so the network carried no traffic;
   1  a fallback (TCP sockets, libfabric's tcp provider) or a failed network init on some rank;
      also no network selection at all when --fabric names a fabric that needs one
      (slingshot, infiniband): such a job cannot be confirmed fast;
-  2  bad input: a missing, unreadable or empty file, a directory, a bad --env.
+  2  bad input: a missing, unreadable or empty file, a directory, binary data (`/dev/zero`),
+     a bad --env.
 
 Warnings (LL128 hazard, missing plugin, ...) are printed but only the verdict sets the exit
 code. Standalone: `python3 -m runner.check_log_cmd FILE...`.
@@ -37,15 +40,13 @@ MAX_TABLE_ROWS = 64
 
 
 def _feed_stream(analyser: "LogAnalyser", stream, name: str) -> bool:
-    """Feed one binary stream; return whether it held anything but whitespace."""
-    from runner.nccl_log import iter_stream_lines
-
-    seen = False
-    for line in iter_stream_lines(stream):
-        if not seen and line.strip():
-            seen = True
-        analyser.feed(line, name)
-    return seen
+    """Feed one binary stream; return whether it held anything but whitespace.
+    Raises UserError for a stream of binary data (`/dev/zero`, a core file)."""
+    stats = analyser.feed_stream(stream, name)
+    if stats.binary and not stats.text:
+        raise UserError(f"binary data, not a text log (stopped after "
+                        f"{stats.bytes_read >> 20} MiB)", where=name)
+    return stats.text
 
 
 def check_files(paths: Sequence[str], fabric: str | None = None,
@@ -151,8 +152,10 @@ def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric:
               env_items: tuple[str, ...], inherit_env: bool) -> None:
     """Say which network NCCL used, from NCCL_DEBUG=INFO logs (FILE may be - for stdin).
 
-    Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a
-    --fabric that needs one), 2 bad input.
+    Verdicts per rank and for the job: ofi (with its provider), ib, socket, failed (with the
+    transport it was trying) or none (no inter-node traffic). Exit 0 fast path (or single
+    node), 1 fallback/failed (or no network seen with a --fabric that needs one), 2 bad input
+    (including binary data).
     """
     try:
         env = {k: os.environ[k] for k in GUARD_ENV if inherit_env and k in os.environ}
