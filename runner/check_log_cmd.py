@@ -109,8 +109,13 @@ def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
             where = ",".join(r.ib_devices) or "-"
         elif r.transport.value == "socket":
             where = ",".join(r.socket_ifaces) or "-"
+        elif r.transport.value == "failed":
+            tried = f"trying {r.attempted.value}: " if r.attempted else ""
+            where = f"{tried}{r.failure or '-'}"
+        elif r.selected.value != "none":  # chose a network, but sent nothing across nodes
+            where = f"selected {r.selected_label}, no inter-node traffic"
         else:
-            where = r.failure or "-"
+            where = "-"
         plugin = " ".join(x for x in (r.plugin, f"({r.plugin_api})" if r.plugin_api else None,
                                       r.plugin_version and f"aws-ofi-nccl {r.plugin_version}")
                           if x) or ("internal" if r.plugin_missing else "-")

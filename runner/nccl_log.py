@@ -146,13 +146,32 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + bytes(
     range(0x1c, 0x20)) + b"\x7f"  # ESC (0x1b) is text: colour codes
 
-# A line is parsed only if it holds one of these (everything NCCL prints that matters does).
-_TRIGGER = re.compile(
-    r"NET/|NET : |Using (?:network|internal Network)|[NR]CCL version|WARN|"
-    r"comm 0x[0-9a-fA-F]+ rank \d|\brank \d+ nranks \d|nNodes \d|COMPLETE|"
-    r"\.(?:cc|cu|c|h|cpp|hpp|cuh):\d+ -> -?\d|set by environment|libfabric:|\bFI_[A-Z]|"
-    r"\bNCCL_[A-Z0-9_]+=|Bootstrap ?: ?Using|libibverbs|NET plugin|P2P plugin"
+# A line is parsed only if one of these passes finds something in it. Each pass starts with
+# a literal, so the regex engine skips to candidates at C speed (one alternation of all of
+# them is 50x slower: it tries every branch at every position). None can match a newline.
+_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
+              r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
+              r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment")
+# Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
+_OUTER_HEAD = (r"(?:\[[^\]\n]{1,40}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
+               r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
+_PASS_PATTERNS = (
+    r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)" % _MSG_HEADS,  # NCCL's own lines
+    r"via NET/",  # channel and ring lines that cross nodes
+    r"\.(?:cc|cu|c|h|cpp|cuh):\d+ -> -?\d",  # error chains
+    r"\n%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
+    r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
+    r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
 )
+_BARE_PASS = 3  # anchored after a newline: its match starts one before the line
+_PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
+_FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
+# The same test for one line (feed()): a line is parsed iff a pass above would find it.
+_TRIGGER = re.compile("|".join(
+    [p for i, p in enumerate(_PASS_PATTERNS) if i != _BARE_PASS]
+    + [r"\A%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)]), re.ASCII)
+_ANSI_BYTES = re.compile(
+    rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
 # NCCL's prefix: [timestamp] host:pid:tid [cudaDev] [file:line [(func)]] NCCL LEVEL.
 # The host may be redacted (`<cluster_name>`, `xxx-xxx`) or stripped (`:22901:22901 [0]`).
@@ -222,7 +241,6 @@ _IB_SIDEBAND = re.compile(r"^NET/IB ?: ?Using interface (?P<iface>\S+) for sideb
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
-_CHANNEL_NET = re.compile(r"\bvia NET/(?P<name>[^/\n]+)/(?P<idx>\d+)(?P<rest>\S*)")
 _COMM = re.compile(
     r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?=\s)")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
@@ -252,7 +270,7 @@ _SETUP_WARN = re.compile(
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to connect|not found|No device|Failed to initialize|initialization failed|"
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
-_WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|efa|cxi")
+_WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/IB|mlx\d|\bIB\b|verbs|RoCE")
 _WARN_SOCKET = re.compile(r"[Ss]ocket")
 # libfabric's own log lines: libfabric:PID:TS:[domain:]PROV:subsys:func():line<level> msg
@@ -277,7 +295,6 @@ _IBEXT = re.compile(r"^IBext(?:_v\d+)?$")  # HPC-X / nccl-rdma-sharp plugin's ve
 # Provider names taken even at the end of a line (a line that may have been cut short).
 _OFI_PROVIDERS = frozenset({"cxi", "efa", "tcp", "sockets", "udp", "shm", "verbs", "psm2",
                             "psm3", "opx", "ucx", "mlx", "lnx", "sm2", "usnic", "gni"})
-_SLOW_OFI_PROVIDERS = frozenset({"tcp", "sockets", "udp", "shm"})
 _IB_OFI_PROVIDERS = frozenset({"verbs", "mlx", "psm2", "psm3", "opx"})  # IB / Omni-Path
 _HELPER_PROVIDERS = frozenset({"shm", "sm2", "core", "util", "lnx"})  # never the inter-node one
 _LL128_MIN_VERSION = (2, 27)
@@ -432,7 +449,7 @@ class RankReport:
             "host": self.host,
             "pid": self.pid,
             "cuda_dev": self.cuda_dev,
-            "transport": self.transport.value,
+            "transport": self.transport._value_,  # (Enum.value is a slow property)
             "label": self.label,
             "network": self.network,
             "provider": self.provider,
@@ -452,8 +469,8 @@ class RankReport:
             "failure": self.failure,
             "nccl_warnings": list(self.nccl_warnings),
             "sources": list(self.sources),
-            "selected": self.selected.value,
-            "attempted": self.attempted.value if self.attempted else None,
+            "selected": self.selected._value_,
+            "attempted": self.attempted._value_ if self.attempted else None,
             "inter_node": self.inter_node,
             "provider_stack": self.provider_stack,
             "plugin_failed": self.plugin_failed,
@@ -553,8 +570,9 @@ class LogVerdict:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The JSON document. With `indent`, each rank is one compact line: json's C encoder
-        writes those (its indenting encoder is pure Python, 5x slower on 16k ranks)."""
+        """The JSON document. With `indent`, each rank is one compact line (json's indenting
+        encoder is pure Python, 5x slower on 16k ranks); beyond JSON_RANK_LINES ranks the
+        rank list is one compact array, written by json's C encoder in one call."""
         d = self.to_dict()
         if indent is None:
             return json.dumps(d, sort_keys=False)
@@ -562,7 +580,9 @@ class LogVerdict:
         d["ranks"] = _RANKS_MARK
         text = json.dumps(d, indent=indent, sort_keys=False)
         pad = " " * indent
-        if ranks:
+        if len(ranks) > JSON_RANK_LINES:
+            body = json.dumps(ranks)
+        elif ranks:
             body = "[\n" + ",\n".join(pad * 2 + json.dumps(r) for r in ranks) + "\n" + pad + "]"
         else:
             body = "[]"
@@ -570,6 +590,7 @@ class LogVerdict:
 
 
 _RANKS_MARK = "\u0000ranks\u0000"  # placeholder: cannot occur in a JSON-encoded log string
+JSON_RANK_LINES = 256  # up to this many ranks, --json writes one line per rank
 
 
 @dataclass
@@ -711,6 +732,10 @@ class _Proc:
         msg = msg.strip()
         if not msg:
             return
+        k = msg.find(" via NET/")
+        if k > 0 and level == "INFO" and (msg.startswith("Channel") or msg.startswith("Ring")):
+            self._take_channel(msg, k + 9, seq)  # most lines of a big job: keep it short
+            return
         if "FI_" in msg:
             self._take_fi(msg)
         if level == "WARN":
@@ -730,18 +755,6 @@ class _Proc:
             if m:
                 self.nccl_version = m.group("v")
                 self.library = "rccl"
-        elif c in "CR" and (msg.startswith("Channel") or msg.startswith("Ring")):
-            m = _CHANNEL_NET.search(msg)
-            if m:
-                name = m.group("name")
-                if _net_kind(name) is not None:
-                    _add_capped(self.via_nets, name)
-                    self.net_channels += 1
-                    self.chan_seq = seq
-                    if "GDRDMA" in m.group("rest"):
-                        self.gdrdma = True
-                elif not _is_truncated_name(name):
-                    _add_capped(self.unknown_nets, name[:80], 4)
         elif c == "A":
             m = _ASSIGNED.match(msg)
             if m:
@@ -783,6 +796,24 @@ class _Proc:
             m = _ENV_ECHO.match(msg)
             if m and (m.group("key") in self.env or len(self.env) < _MAX_ENV):
                 self.env[m.group("key")] = m.group("value")[:200]
+
+    def _take_channel(self, msg: str, at: int, seq: int) -> None:
+        """`Channel 00/0 : 0[0] -> 4[0] [receive] via NET/AWS Libfabric/7/GDRDMA` (also
+        `Ring 00 : 7 -> 8 [receive] via NET/IB/0`); `at` is where the network name starts.
+        A name is taken only if `/<index>` follows it (else the line was cut)."""
+        end = msg.find("/", at)
+        if end < 0 or not msg[end + 1:end + 2].isdigit():
+            return
+        name = msg[at:end]
+        if name in self.via_nets or _net_kind(name) is not None:
+            if name not in self.via_nets:
+                _add_capped(self.via_nets, name)
+            self.net_channels += 1
+            self.chan_seq = seq
+            if not self.gdrdma and "GDRDMA" in msg[end:]:
+                self.gdrdma = True
+        elif not _is_truncated_name(name):
+            _add_capped(self.unknown_nets, name[:80], 4)
 
     def _strong(self, name: str, seq: int) -> None:
         if _net_kind(name) is not None:
@@ -1050,13 +1081,6 @@ def _coerce_fabric(fabric: Fabric | str | None) -> Fabric | None:
         raise UserError(f"unknown fabric {fabric!r} (valid: {valid})") from None
 
 
-def _is_binary(block: bytes) -> bool:
-    """More than 5% control bytes (NUL, ...): not text. Text logs hold none but ESC."""
-    if not block:
-        return False
-    return len(block) - len(block.translate(None, _CTRL_BYTES)) > len(block) // 20
-
-
 class LogAnalyser:
     """Streaming analyser: `feed()` lines or `feed_stream()` streams, then `result()`.
 
@@ -1092,6 +1116,8 @@ class LogAnalyser:
         self._lf_providers: Counter[str] = Counter()
         self._log_env: dict[str, set[str]] = {}  # NCCL_*/FI_* settings a job script echoed
         self._binary_sources: list[str] = []
+        # (source, text before " NCCL ") -> its process: a prefix is parsed once
+        self._prefixes: dict[tuple[str, str], _Proc] = {}
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -1107,7 +1133,15 @@ class LogAnalyser:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         self._lines += 1
-        self._scan(line, src)
+        if not line.isprintable():  # tabs, CR, colours, NUL: the rare case
+            if "\x1b" in line:
+                line = _ANSI.sub("", line)
+            if _CTRL.search(line):
+                line = _CTRL.sub("", line)
+        line = line.rstrip("\n")
+        for piece in line.split("\n") if "\n" in line else (line,):
+            if _TRIGGER.search(piece):
+                self._line(piece, src)
 
     def feed_stream(self, stream: IO[bytes], source: str | None = None,
                     block_bytes: int = BLOCK_BYTES) -> StreamStats:
@@ -1120,16 +1154,21 @@ class LogAnalyser:
         skipping = False  # inside an over-long line: drop bytes up to the next newline
         binary_run = 0
         while True:
-            block = stream.read(block_bytes)
-            if not block:
+            raw = stream.read(block_bytes)
+            if not raw:
                 break
-            stats.bytes_read += len(block)
-            if _is_binary(block):
-                binary_run += len(block)
-                if binary_run >= BINARY_STOP_BYTES:
-                    stats.binary = True
-                    _add_capped(self._binary_sources, src, 64)
-                    return stats
+            stats.bytes_read += len(raw)
+            block = raw
+            if b"\0" in raw or not raw.isascii():  # C-speed tests; else plain ASCII text
+                block = raw.translate(None, _CTRL_BYTES)  # control bytes go, as feed drops them
+                if len(raw) - len(block) > len(raw) // 20:  # >5% control bytes: not text
+                    binary_run += len(raw)
+                    if binary_run >= BINARY_STOP_BYTES:
+                        stats.binary = True
+                        _add_capped(self._binary_sources, src, 64)
+                        return stats
+                else:
+                    binary_run = 0
             else:
                 binary_run = 0
             if skipping:
@@ -1152,13 +1191,15 @@ class LogAnalyser:
         return stats
 
     def _text_block(self, data: bytes, src: str, stats: StreamStats) -> None:
-        """Decode and scan whole lines (a last one may lack its newline)."""
-        if not stats.text and data.translate(None, _CTRL_BYTES).strip():
+        """Scan whole lines (a last one may lack its newline), control bytes removed."""
+        if not stats.text and data.strip():
             stats.text = True
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         stats.lines += lines
         self._lines += lines
-        self._scan(data.decode("utf-8", "replace"), src)
+        if b"\x1b" in data:
+            data = _ANSI_BYTES.sub(b"", data).replace(b"\x1b", b"")  # and a stray ESC
+        self._scan(data, src)
 
     def _source_name(self, source: str | None) -> str:
         src = source or self.source
@@ -1167,50 +1208,66 @@ class LogAnalyser:
                 self._sources.append(src)
         return src
 
-    def _scan(self, text: str, src: str) -> None:
-        """Parse the lines of `text` that hold a trigger word; count the rest."""
-        if "\x1b" in text:
-            text = _ANSI.sub("", text)
-        if _CTRL.search(text):
-            text = _CTRL.sub("", text)
-        search = _TRIGGER.search
-        m = search(text)
-        if m is None:
+    def _scan(self, data: bytes, src: str) -> None:
+        """Parse the lines of `data` that a trigger pass finds (decoding only those);
+        the rest is skipped at the regex engine's speed."""
+        hits: list[int] = []
+        for i, rx in enumerate(_PASSES):
+            if i == _BARE_PASS:
+                hits += [m.start() + 1 for m in rx.finditer(data)]
+                if _FIRST_LINE.match(data):
+                    hits.append(0)
+            else:
+                hits += [m.start() for m in rx.finditer(data)]
+        if not hits:
             return
-        pos = 0
-        n = len(text)
-        while m is not None:
-            s = max(text.rfind("\n", pos, m.start()) + 1, pos)  # pos starts a line
-            e = text.find("\n", m.end())
+        hits.sort()
+        rfind, find, n = data.rfind, data.find, len(data)
+        end = -1
+        for p in hits:
+            if p <= end:
+                continue  # another hit on the line just parsed
+            e = find(b"\n", p)
             if e < 0:
                 e = n
-            line = text[s:e]
-            if len(line) > MAX_LINE_CHARS:
-                line = line[:MAX_LINE_CHARS]
-            if "\r" in line:  # CR (CRLF, progress bars) ends a line too
-                for piece in line.split("\r"):
-                    if piece and search(piece):
-                        self._piece(piece, src)
-            else:
-                self._piece(line, src)
-            pos = e + 1
-            if pos >= n:
-                break
-            m = search(text, pos)
+            self._line(data[rfind(b"\n", 0, p) + 1:e].decode("utf-8", "replace"), src)
+            end = e
+
+    def _line(self, line: str, src: str) -> None:
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS]
+        if not line.isprintable() and _CTRL.search(line):  # a BEL or BS left in ASCII text
+            line = _CTRL.sub("", line)
+        if "\r" in line:  # CR (CRLF, progress bars) ends a line too
+            for piece in line.split("\r"):
+                if piece and _TRIGGER.search(piece):
+                    self._piece(piece, src)
+        else:
+            self._piece(line, src)
 
     def _piece(self, text: str, src: str) -> None:
-        if _IBVERBS_NO_DRIVER in text:
-            self._ibverbs_no_driver += 1
-            host = self._outer(text)[1].get("host")
-            if host:
-                _add_capped(self._ibverbs_hosts, host)
-        if "libfabric:" in text:
-            m = _LIBFABRIC.search(text)
-            if m:
-                self._take_libfabric(int(m.group("pid")), m.group("fields"))
-                return
+        if "lib" in text:
+            if _IBVERBS_NO_DRIVER in text:
+                self._ibverbs_no_driver += 1
+                host = self._outer(text)[1].get("host")
+                if host:
+                    _add_capped(self._ibverbs_hosts, host)
+            if "libfabric:" in text:
+                m = _LIBFABRIC.search(text)
+                if m:
+                    self._take_libfabric(int(m.group("pid")), m.group("fields"))
+                    return
         if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
             self._take_env_assign(text)
+        i = text.find(" NCCL ")
+        if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
+            proc = self._prefixes.get((src, text[:i]))
+            if proc is not None:
+                j = text.find(" ", i + 6)
+                level = text[i + 6:j] if j >= 0 else text[i + 6:]
+                self._nccl_lines += 1
+                proc.take(level, text[j + 1:] if j >= 0 else "")
+                return
         if text.count("NCCL ") > 1:  # possibly two writers on one line
             matches = list(_NCCL_PREFIX.finditer(text))
         else:
@@ -1231,6 +1288,11 @@ class LogAnalyser:
                 proc.dev = int(m.group("dev"))
             if proc.rank_hint is None and "rank" in labels:
                 proc.rank_hint = labels["rank"]
+            if len(matches) == 1 and m.start("level") == i + 6 and m.end() == i + 7 + len(
+                    m.group("level")):  # the next line with this prefix skips the parse
+                if len(self._prefixes) >= 4 * MAX_PROCESSES:
+                    self._prefixes.clear()
+                self._prefixes[(src, text[:i])] = proc
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
             return
@@ -1588,7 +1650,7 @@ class _Judge:
             return f"NCCL_PROTO={env['NCCL_PROTO']} (job environment)"
         if _rdzv_guarded(env):
             return "FI_CXI_RDZV_*=0 (job environment)"
-        for p in sorted(self.all_procs, key=lambda p: (p.host, p.pid or -1)):
+        for p in sorted((p for p in self.all_procs if p.env), key=lambda p: (p.host, p.pid or -1)):
             if proto_excludes_ll128(p.env.get("NCCL_PROTO")):
                 return f"NCCL_PROTO={p.env['NCCL_PROTO']} (log)"
             if _rdzv_guarded(p.env):
@@ -1644,15 +1706,16 @@ class _Judge:
         on_t = [r for r in active if r.transport is transport]
         provider, provider_stack = self._job_provider(on_t)
         ofi_fabric = _most_common(r.ofi_fabric for r in on_t if r.transport is Transport.OFI)
-        versions = Counter(p.nccl_version for p in self.all_procs if p.nccl_version)
-        nccl_version = _most_common(
-            (p.nccl_version for p in self.all_procs), key=_version_tuple)
-        libs = {p.library for p in self.all_procs if p.library}
+        told = [p for p in self.all_procs if p.nccl_version or p.plugin or p.plugin_version
+                or p.libfabric_version]  # most processes print none of these
+        versions = Counter(p.nccl_version for p in told if p.nccl_version)
+        nccl_version = _most_common((p.nccl_version for p in told), key=_version_tuple)
+        libs = {p.library for p in told if p.library}
         library = "rccl" if "rccl" in libs else ("nccl" if libs else None)
-        plugin = _most_common(p.plugin for p in self.all_procs)
-        plugin_api = _most_common(p.plugin_api for p in self.all_procs)
-        plugin_version = _most_common(p.plugin_version for p in self.all_procs)
-        libfabric_version = _most_common(p.libfabric_version for p in self.all_procs)
+        plugin = _most_common(p.plugin for p in told)
+        plugin_api = _most_common(p.plugin_api for p in told)
+        plugin_version = _most_common(p.plugin_version for p in told)
+        libfabric_version = _most_common(p.libfabric_version for p in told)
 
         def is_fast(r: RankReport) -> bool:
             if r.transport is Transport.FAILED:
@@ -1665,7 +1728,7 @@ class _Judge:
             return True  # ethernet / unknown fabric: sockets are the expected path
 
         slow = [r for r in active if not is_fast(r)]
-        kinds = Counter(_kind(r) for r in active)
+        kinds = Counter(_kind(r) for r in active if r.transport is not Transport.FAILED)
         mixed = len(kinds) > 1
         if failed:
             verdict = Verdict.FAILED
@@ -1813,7 +1876,7 @@ class _Judge:
             verdict=verdict, transport=transport, active=active, with_sel=with_sel, total=total,
             slow=slow, failed=failed, fabric=fabric, fab_note=fab_note,
             nccl_version=nccl_version, plugin=plugin, plugin_version=plugin_version,
-            hazard=hazard, library=library)
+            hazard=hazard, library=library, kinds=kinds)
         order = {c: i for i, c in enumerate(WARNING_CODES)}
         warnings = tuple(sorted(self.warnings, key=lambda w: order[w.code]))
         return LogVerdict(
@@ -1852,7 +1915,8 @@ class _Judge:
         return s[0] if len(s) == 1 else f"{s[0]} (+{len(s) - 1} more)"
 
     def _summary(self, *, verdict, transport, active, with_sel, total, slow, failed, fabric,
-                 fab_note, nccl_version, plugin, plugin_version, hazard, library) -> str:
+                 fab_note, nccl_version, plugin, plugin_version, hazard, library,
+                 kinds) -> str:
         fab = fabric.value if fabric else None
         details = []
         if nccl_version:
@@ -1862,7 +1926,6 @@ class _Judge:
         elif plugin:
             details.append(f"plugin {plugin}")
         detail = f" ({', '.join(details)})" if details else ""
-        kinds = Counter(_kind(r) for r in active)
 
         def top(rs, attr: str = "label") -> tuple[str, int]:
             """The most common label (the most detailed on a tie: `Socket/eth0` over a rank
