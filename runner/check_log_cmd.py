@@ -155,12 +155,16 @@ def format_human(verdict: "LogVerdict") -> str:
 @click.pass_context
 def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric: str | None,
               env_items: tuple[str, ...], inherit_env: bool) -> None:
-    """Say which network NCCL used, from NCCL_DEBUG=INFO logs (FILE may be - for stdin).
+    """Say which network NCCL or RCCL used between nodes, from NCCL_DEBUG=INFO logs (FILE
+    may be - for stdin; several FILEs are one job, e.g. one file per rank).
 
-    Verdicts per rank and for the job: ofi (with its provider), ib, socket, failed (with the
-    transport it was trying) or none (no inter-node traffic). Exit 0 fast path (or single
-    node), 1 fallback/failed (or no network seen with a --fabric that needs one), 2 bad input
-    (including binary data).
+    Verdicts per rank and for the job: ofi (with its libfabric provider: cxi, efa, ...), ib,
+    socket, failed (with the transport it was trying) or none (no inter-node traffic: one
+    host, or nNodes 1). A job whose ranks differ is reported per rank and flagged mixed. In
+    --json: transport, provider, attempted, mixed, and a ranks list with the same per rank.
+
+    Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a --fabric
+    that needs one), 2 bad input (including binary data).
     """
     try:
         env = {k: os.environ[k] for k in GUARD_ENV if inherit_env and k in os.environ}

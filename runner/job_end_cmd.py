@@ -5,8 +5,8 @@ profile checks it) and, if the step failed, one line naming the cause; that line
 last line of the job's output, where a user looks first.
 
 The verdict line is `fabrikit check-log`'s summary: the same analysis (runner.nccl_log),
-fed from one streaming pass over the log that also feeds the failure-cause scan, so a
-multi-GB job log costs one read and bounded memory.
+fed from one streaming pass over the log (that also feeds the failure-cause scan when the
+step failed), so a multi-GB job log costs one read and bounded memory.
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ import click
 from .errors import UserError
 
 
+def _open(log: Path):
+    try:
+        return open(log, "rb")
+    except OSError as exc:
+        raise UserError(f"{log}: cannot read the job log: {exc.strerror}") from None
+
+
 def _stream(log: Path, analyser) -> Iterator[str]:
     """The log's lines, each also fed to `analyser` (when given), read once."""
     from .nccl_log import iter_stream_lines
 
-    try:
-        stream = open(log, "rb")
-    except OSError as exc:
-        raise UserError(f"{log}: cannot read the job log: {exc.strerror}") from None
-    with stream:
+    with _open(log) as stream:
         for raw in iter_stream_lines(stream):
             line = raw.decode("utf-8", "replace")
             if analyser is not None:
@@ -51,10 +54,16 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
 
         expected = fabric if fabric in {f.value for f in Fabric} else None
         analyser = LogAnalyser(source=str(log), expected_fabric=expected)
-    lines = _stream(log, analyser)
-    cause = diagnose(lines, status=status, endpoint=endpoint)
-    for _ in lines:  # diagnose stops early on a step that exited 0: finish the analysis
-        pass
+    if status == 0:  # no cause to look for: the analysis alone reads the log, in blocks
+        cause = None
+        if analyser is not None:
+            with _open(log) as stream:
+                analyser.feed_stream(stream, str(log))
+    else:
+        lines = _stream(log, analyser)
+        cause = diagnose(lines, status=status, endpoint=endpoint)
+        for _ in lines:  # in case diagnose stopped early: finish the analysis
+            pass
     if analyser is not None:
         click.echo(analyser.result().summary)
     if cause is not None:

@@ -12,10 +12,11 @@ Design:
 
 - Pure: no file, environment or subprocess access. Callers hand in lines (str or bytes), or a
   binary stream, and optionally the expected fabric and the job's environment.
-- One pass, linear time, bounded memory: text is scanned in blocks for a few trigger words
-  (`_TRIGGER`); only the lines holding one are parsed, everything else is counted and
-  skipped at C speed. `feed()` (one line) and `feed_stream()` (a whole stream, read in blocks)
-  go through the same scanner, so they give the same answer. Lines are cut at
+- One pass, linear time, bounded memory: a stream is read in blocks and each block is
+  scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
+  skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
+  is counted. `feed()` (one line) applies the same passes to its line, so line-by-line and
+  block reads give the same answer. Lines are cut at
   MAX_LINE_CHARS, processes capped at MAX_PROCESSES, every per-process list is capped, and a
   stream that turns out to be binary (`/dev/zero`) is stopped after a few MiB.
 - Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
@@ -153,7 +154,7 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
-_OUTER_HEAD = (r"(?:\[[^\]\n]{1,40}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
+_OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
                r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
 _PASS_PATTERNS = (
     r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)" % _MSG_HEADS,  # NCCL's own lines
@@ -167,9 +168,19 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
 # The same test for one line (feed()): a line is parsed iff a pass above would find it.
-_TRIGGER = re.compile("|".join(
-    [p for i, p in enumerate(_PASS_PATTERNS) if i != _BARE_PASS]
-    + [r"\A%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)]), re.ASCII)
+_LINE_PASSES = tuple(re.compile(p, re.ASCII).search for i, p in enumerate(_PASS_PATTERNS)
+                     if i != _BARE_PASS) + (re.compile(_FIRST_LINE.pattern.decode(), re.ASCII).match,)
+
+
+def _triggers(line: str) -> bool:
+    """Would a pass find something in this one line? (Separate searches: 3x faster than
+    one alternation of them.)"""
+    for test in _LINE_PASSES:
+        if test(line):
+            return True
+    return False
+
+
 _ANSI_BYTES = re.compile(
     rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
@@ -197,7 +208,8 @@ _BARE_MSG = re.compile(
 _OUTER_PREFIXES = (
     # CloudWatch / console exports: "  | 2024-12-04T05:27:39.074Z | "
     re.compile(r"^\s*\|?\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s*\|\s?"),
-    re.compile(r"^\[\d+,(?P<ompi>\d+)\]<(?:stdout|stderr)>:\s?"),  # Open MPI --tag-output
+    # Open MPI --tag-output `[1,3]<stdout>:`, SageMaker's `[1,mpirank:3,algo-1]<stdout>:`
+    re.compile(r"^\[\d+,(?:mpirank:)?(?P<ompi>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
     # torchrun [default0]:, torch [rank3]:
     re.compile(r"^\[(?P<kind>default|rank)(?P<n>\d+)\]:\s?"),
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*) \[(?P<n>\d+)\]: ?"),  # node2 [1]:
@@ -324,6 +336,8 @@ def _ofi_base_provider(provider: str | None) -> str | None:
     """"tcp;ofi_rxm" -> "tcp", "ofi_rxm;verbs" -> "verbs", "EFA" -> "efa"."""
     if not provider:
         return None
+    if provider in _OFI_PROVIDERS:  # the usual case, asked once per rank
+        return provider
     parts = [p for p in provider.lower().split(";") if p]
     for p in parts:
         if not p.startswith("ofi_"):
@@ -1031,8 +1045,8 @@ class _Proc:
             provider=_ofi_base_provider(named),
             ofi_fabric=self.ofi_fabric,
             nics=self.nics,
-            ib_devices=tuple(self.ib_devices),
-            socket_ifaces=tuple(self.socket_ifaces),
+            ib_devices=tuple(self.ib_devices) if self.ib_devices else (),
+            socket_ifaces=tuple(self.socket_ifaces) if self.socket_ifaces else (),
             net_channels=self.net_channels,
             gdrdma=self.gdrdma if self.net_channels else None,
             nccl_version=self.nccl_version,
@@ -1043,7 +1057,7 @@ class _Proc:
             plugin_missing=self.plugin_missing,
             ib_no_device=self.ib_no_device,
             failure=failure,
-            nccl_warnings=tuple(self.nccl_warnings),
+            nccl_warnings=tuple(self.nccl_warnings) if self.nccl_warnings else (),
             sources=tuple(self.sources),
             selected=chosen,
             attempted=attempted,
@@ -1140,7 +1154,7 @@ class LogAnalyser:
                 line = _CTRL.sub("", line)
         line = line.rstrip("\n")
         for piece in line.split("\n") if "\n" in line else (line,):
-            if _TRIGGER.search(piece):
+            if _triggers(piece):
                 self._line(piece, src)
 
     def feed_stream(self, stream: IO[bytes], source: str | None = None,
@@ -1240,7 +1254,7 @@ class LogAnalyser:
             line = _CTRL.sub("", line)
         if "\r" in line:  # CR (CRLF, progress bars) ends a line too
             for piece in line.split("\r"):
-                if piece and _TRIGGER.search(piece):
+                if piece and _triggers(piece):
                     self._piece(piece, src)
         else:
             self._piece(line, src)

@@ -595,3 +595,55 @@ def test_job_end_prints_the_check_log_summary(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines() == [want]
     assert want.startswith("fabrikit: WARNING transport Socket/eth0 on 8/8 ranks")
+
+
+def test_sagemaker_mpi_tags_on_stripped_lines(tmp_path):
+    lines = []
+    for r, s in enumerate(job(L.ofi_efa_rank, nccl="2.23.4")):
+        lines += [f"[1,mpirank:{r},algo-{r // 4 + 1}]<stdout>:{x}"
+                  for x in L.strip_prefix(s, keep_level=False)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ofi" and d["provider"] == "efa"
+    assert [r["rank"] for r in d["ranks"]] == list(range(8))
+
+
+OLD_KEYS = ("source", "sources", "fabric", "expected_fabric", "fabric_inferred_from", "transport",
+            "provider", "ofi_fabric", "nccl_version", "plugin", "plugin_api", "plugin_version",
+            "libfabric_version", "nodes", "world_size", "transport_counts", "ll128_guard", "ranks",
+            "warnings", "verdict", "exit_code", "summary", "lines", "nccl_lines")
+OLD_RANK_KEYS = ("rank", "nranks", "host", "pid", "cuda_dev", "transport", "label", "network",
+                 "provider", "ofi_fabric", "nics", "ib_devices", "socket_ifaces", "net_channels",
+                 "gdrdma", "nccl_version", "plugin", "plugin_api", "plugin_version",
+                 "libfabric_version", "plugin_missing", "ib_no_device", "failure",
+                 "nccl_warnings", "sources")
+
+
+@pytest.mark.parametrize("nodes", [2, 80])  # 320 ranks: the compact rank list
+def test_json_keeps_its_keys_and_adds_new_ones(tmp_path, nodes):
+    code, d = check(tmp_path, L.interleave(job(L.ofi_cxi_rank, nodes=nodes), 0))
+    assert list(d)[:len(OLD_KEYS)] == list(OLD_KEYS)
+    assert {"selected", "attempted", "mixed", "inter_node", "library", "provider_stack"} <= set(d)
+    for r in d["ranks"]:
+        assert list(r)[:len(OLD_RANK_KEYS)] == list(OLD_RANK_KEYS)
+        assert {"selected", "attempted", "inter_node", "provider_stack", "plugin_failed",
+                "library"} <= set(r)
+    v = analyse(L.interleave(job(L.ofi_cxi_rank, nodes=nodes), 0))
+    assert json.loads(v.to_json()) == json.loads(v.to_json(indent=None)) == v.to_dict()
+
+
+def test_job_end_failed_step_prints_verdict_then_cause(tmp_path):
+    streams = job(L.failing_rank, case="ib-create-cq")
+    lines = [L.outer_prefix([x], "srun", rank=0)[0] for x in L.interleave(streams, 3)]
+    lines.append("srun: error: nid001001: task 1: Exited with exit code 1")
+    path = L.write_log(tmp_path / "job-6.log", lines)
+    from runner.check_log_cmd import check_files
+
+    want = check_files([str(path)], "infiniband").summary
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", "from runner.cli import main; main()", "job-end",
+                           "--status", "1", "--fabric", "infiniband", str(path)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout.strip().splitlines()
+    assert proc.returncode == 1 and out[0] == want and len(out) == 2, proc.stdout + proc.stderr
+    assert want.startswith("fabrikit: ERROR NCCL network init failed on 8/8 ranks")
+    assert out[1].startswith("fabrikit: FAILED: task 1 on node nid001001 failed first")
