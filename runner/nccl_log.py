@@ -621,6 +621,10 @@ class StreamStats:
 # Per-process state while reading
 
 
+_NONE: list = []  # the shared "no items yet" of a _Proc list (never appended to)
+_NO_ENV: dict = {}  # the shared "nothing echoed" of a _Proc env (never written to)
+
+
 def _add_capped(items: list, value: Any, cap: int = _MAX_ITEMS) -> None:
     if value not in items and len(items) < cap:
         items.append(value)
@@ -654,20 +658,20 @@ class _Proc:
         self.nranks: int | None = None
         self.rank_hint: int | None = None
         self.nnodes: int | None = None
-        self.ranks_seen: set[int] = set()
-        self.ips: list[str] = []
-        self.nets: list[str] = []
-        self.via_nets: list[str] = []
+        self.ranks_seen: set[int] = _NONE  # type: ignore[assignment]
+        self.ips: list[str] = _NONE  # type: ignore[assignment]
+        self.nets: list[str] = _NONE  # type: ignore[assignment]
+        self.via_nets: list[str] = _NONE  # type: ignore[assignment]
         self.net_channels = 0
         self.gdrdma = False
         self.provider: str | None = None
         self.provider_seq = -1
         self.ofi_fabric: str | None = None
         self.nics: int | None = None
-        self.named_providers: list[str] = []
-        self.ib_devices: list[str] = []
+        self.named_providers: list[str] = _NONE  # type: ignore[assignment]
+        self.ib_devices: list[str] = _NONE  # type: ignore[assignment]
         self.ib_no_device = False
-        self.socket_ifaces: list[str] = []
+        self.socket_ifaces: list[str] = _NONE  # type: ignore[assignment]
         self.nccl_version: str | None = None
         self.library: str | None = None
         self.plugin: str | None = None
@@ -678,9 +682,9 @@ class _Proc:
         self.plugin_failed: str | None = None
         self.plugin_failed_seq = -1
         self.not_found: str | None = None
-        self.unknown_nets: list[str] = []
-        self.nccl_warnings: list[str] = []
-        self.env: dict[str, str] = {}
+        self.unknown_nets: list[str] = _NONE  # type: ignore[assignment]
+        self.nccl_warnings: list[str] = _NONE  # type: ignore[assignment]
+        self.env: dict[str, str] = _NO_ENV  # type: ignore[assignment]
         self.lines = 0
         self.label: str | None = None
         self.sel_seq = -1  # last network choice (strong or weak)
@@ -702,7 +706,8 @@ class _Proc:
         new = _Proc(self.host, self.pid, self.real)
         for name in self.__slots__:
             value = getattr(self, name)
-            setattr(new, name, value.copy() if isinstance(value, (list, dict, set)) else value)
+            setattr(new, name, value.copy() if isinstance(value, (list, dict, set))
+                    and value is not _NONE and value is not _NO_ENV else value)
         return new
 
     def absorb(self, other: "_Proc") -> None:
@@ -716,13 +721,15 @@ class _Proc:
                     "_seq") or name in ("err_msg", "err_kind", "chain_msg", "fatal_msg",
                                         "weak_kind"):
                 continue
-            if isinstance(mine, list):
+            if name == "ranks_seen":
+                if theirs and len(mine) < _MAX_RANKS_SEEN:
+                    self.ranks_seen = set(mine) | set(list(theirs)[: _MAX_RANKS_SEEN - len(mine)])
+            elif isinstance(mine, list):
                 for v in theirs:
-                    _add_capped(mine, v, max(_MAX_ITEMS, len(mine)))
-            elif isinstance(mine, set):
-                if len(mine) < _MAX_RANKS_SEEN:
-                    mine.update(list(theirs)[: _MAX_RANKS_SEEN - len(mine)])
+                    self._push(name, v, max(_MAX_ITEMS, len(mine)))
             elif isinstance(mine, dict):
+                if theirs and mine is _NO_ENV:
+                    self.env = mine = {}
                 for k, v in theirs.items():
                     mine.setdefault(k, v)
             elif isinstance(mine, bool):
@@ -809,7 +816,19 @@ class _Proc:
         if " set by environment to " in msg:
             m = _ENV_ECHO.match(msg)
             if m and (m.group("key") in self.env or len(self.env) < _MAX_ENV):
+                if self.env is _NO_ENV:
+                    self.env = {}
                 self.env[m.group("key")] = m.group("value")[:200]
+
+    def _push(self, name: str, value: Any, cap: int = _MAX_ITEMS) -> None:
+        """Add to a capped list that exists only once it holds something (most processes
+        never fill most lists: 16k processes pay for empty lists otherwise)."""
+        items = getattr(self, name)
+        if items is _NONE:
+            items = []
+            setattr(self, name, items)
+        if value not in items and len(items) < cap:
+            items.append(value)
 
     def _take_channel(self, msg: str, at: int, seq: int) -> None:
         """`Channel 00/0 : 0[0] -> 4[0] [receive] via NET/AWS Libfabric/7/GDRDMA` (also
@@ -821,20 +840,20 @@ class _Proc:
         name = msg[at:end]
         if name in self.via_nets or _net_kind(name) is not None:
             if name not in self.via_nets:
-                _add_capped(self.via_nets, name)
+                self._push("via_nets", name)
             self.net_channels += 1
             self.chan_seq = seq
             if not self.gdrdma and "GDRDMA" in msg[end:]:
                 self.gdrdma = True
         elif not _is_truncated_name(name):
-            _add_capped(self.unknown_nets, name[:80], 4)
+            self._push("unknown_nets", name[:80], 4)
 
     def _strong(self, name: str, seq: int) -> None:
         if _net_kind(name) is not None:
-            _add_capped(self.nets, name)
+            self._push("nets", name)
             self.sel_seq = seq
         elif not _is_truncated_name(name):
-            _add_capped(self.unknown_nets, name[:80], 4)
+            self._push("unknown_nets", name[:80], 4)
 
     def _weak(self, kind: Transport, seq: int) -> None:
         self.weak_kind, self.weak_seq, self.sel_seq = kind, seq, seq
@@ -848,17 +867,17 @@ class _Proc:
 
     def _take_ips(self, msg: str) -> None:
         for m in _IFACE_IP.finditer(msg):
-            _add_capped(self.ips, m.group("ip"), 4)
+            self._push("ips", m.group("ip"), 4)
 
     def _take_fi(self, msg: str) -> None:
         m = _FI_PROVIDER_ENV.search(msg)
         if m and not m.group("prov").startswith("^"):
-            _add_capped(self.named_providers, _ofi_base_provider(m.group("prov")), 4)
+            self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
         for m in _FI_PROV_PREFIX.finditer(msg):
-            _add_capped(self.named_providers, m.group("p").lower(), 4)
+            self._push("named_providers", m.group("p").lower(), 4)
 
     def _take_warn(self, msg: str, seq: int) -> None:
-        _add_capped(self.nccl_warnings, msg[:300], _MAX_NCCL_WARNINGS)
+        self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
         self.last_warn = msg[:200]
         m = _NET_NOT_FOUND.search(msg)
         if m:
@@ -907,7 +926,7 @@ class _Proc:
                 return
             m = _PROVIDER_FILTER.match(msg)
             if m:
-                _add_capped(self.named_providers, _ofi_base_provider(m.group("prov")), 4)
+                self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
                 return
             if _OFI_PLUGIN_FAILED.match(msg):
                 self.plugin_failed = self.plugin_failed or msg[:200]
@@ -924,7 +943,7 @@ class _Proc:
             if m:
                 devs = [d.group("dev") for d in _IB_DEVICE.finditer(m.group("rest").split(";", 1)[0])]
                 for d in devs:
-                    _add_capped(self.ib_devices, d)
+                    self._push("ib_devices", d)
                 if devs:
                     self._weak(Transport.IB, seq)
                 else:
@@ -937,13 +956,13 @@ class _Proc:
             else:
                 m = _IB_DEVICE_LINE.match(msg)
                 if m:  # NCCL 2.2-2.3 list the devices one per line
-                    _add_capped(self.ib_devices, m.group("dev"))
+                    self._push("ib_devices", m.group("dev"))
         elif msg.startswith("NET/Socket"):
             m = _NET_USING.match(msg)
             if m:
                 found = False
                 for i in _SOCKET_IFACE.finditer(m.group("rest")):
-                    _add_capped(self.socket_ifaces, i.group("iface"))
+                    self._push("socket_ifaces", i.group("iface"))
                     found = True
                 if found:
                     self._weak(Transport.SOCKET, seq)
@@ -954,10 +973,10 @@ class _Proc:
                 kind = _net_kind(m.group("net"))
                 if kind is Transport.SOCKET:
                     for i in _SOCKET_IFACE.finditer(m.group("rest")):
-                        _add_capped(self.socket_ifaces, i.group("iface"))
+                        self._push("socket_ifaces", i.group("iface"))
                 elif kind is Transport.IB:
                     for d in _IB_DEVICE.finditer(m.group("rest")):
-                        _add_capped(self.ib_devices, d.group("dev"))
+                        self._push("ib_devices", d.group("dev"))
                 if kind is not None:
                     self._weak(kind, seq)
                 self._take_ips(msg)
