@@ -429,20 +429,21 @@ class RankReport:
     @property
     def label(self) -> str:
         """Short transport label: OFI/cxi, IB/mlx5_0:1,mlx5_1:1, Socket/hsn0, failed, none."""
-        if self.transport is Transport.OFI:
-            return f"OFI/{self.provider or '?'}"
-        if self.transport is Transport.IB:
-            return "IB/" + ",".join(self.ib_devices) if self.ib_devices else "IB"
-        if self.transport is Transport.SOCKET:
-            return "Socket/" + ",".join(self.socket_ifaces) if self.socket_ifaces else "Socket"
-        return self.transport.value
+        return self._label(self.transport)
 
     @property
     def selected_label(self) -> str:
         """The label of what NCCL chose, also where no traffic crossed nodes."""
-        if self.selected in (Transport.NONE, Transport.FAILED):
-            return self.selected.value
-        return RankReport.label.fget(_with_transport(self, self.selected))  # type: ignore
+        return self._label(self.selected)
+
+    def _label(self, t: Transport) -> str:
+        if t is Transport.OFI:
+            return f"OFI/{self.provider or '?'}"
+        if t is Transport.IB:
+            return "IB/" + ",".join(self.ib_devices) if self.ib_devices else "IB"
+        if t is Transport.SOCKET:
+            return "Socket/" + ",".join(self.socket_ifaces) if self.socket_ifaces else "Socket"
+        return t._value_
 
     @property
     def who(self) -> str:
@@ -490,12 +491,6 @@ class RankReport:
             "plugin_failed": self.plugin_failed,
             "library": self.library,
         }
-
-
-def _with_transport(r: RankReport, t: Transport) -> RankReport:
-    from dataclasses import replace
-
-    return replace(r, transport=t)
 
 
 @dataclass(frozen=True)
@@ -1269,7 +1264,10 @@ class LogAnalyser:
     def _line(self, line: str, src: str) -> None:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
-        if not line.isprintable() and _CTRL.search(line):  # a BEL or BS left in ASCII text
+        if line.isprintable():  # the usual line: no CR, tab, colour or control character
+            self._piece(line, src)
+            return
+        if _CTRL.search(line):  # a BEL or BS left in ASCII text
             line = _CTRL.sub("", line)
         if "\r" in line:  # CR (CRLF, progress bars) ends a line too
             for piece in line.split("\r"):
@@ -1279,6 +1277,19 @@ class LogAnalyser:
             self._piece(line, src)
 
     def _piece(self, text: str, src: str) -> None:
+        # Most lines come from a process seen before, with its prefix: skip to its message.
+        i = text.find(" NCCL ")
+        if i >= 0:
+            proc = self._prefixes.get((src, text[:i]))
+            if proc is not None and text.find("NCCL ", i + 6) < 0 and "lib" not in text \
+                    and "=" not in text:
+                j = text.find(" ", i + 6)
+                self._nccl_lines += 1
+                if j >= 0:
+                    proc.take(text[i + 6:j], text[j + 1:])
+                else:
+                    proc.take(text[i + 6:], "")
+                return
         if "lib" in text:
             if _IBVERBS_NO_DRIVER in text:
                 self._ibverbs_no_driver += 1
@@ -1292,7 +1303,6 @@ class LogAnalyser:
                     return
         if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
             self._take_env_assign(text)
-        i = text.find(" NCCL ")
         if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
             proc = self._prefixes.get((src, text[:i]))
             if proc is not None:
