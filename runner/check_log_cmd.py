@@ -1,16 +1,19 @@
 """`fabrikit check-log FILE... [--json] [--fabric slingshot|infiniband|ethernet]`.
 
 Reads NCCL_DEBUG=INFO output (a job's combined log, or one file per rank; `-` is stdin) and
-says which network NCCL used on each rank (runner.nccl_log does the parsing).
+says which network NCCL (or RCCL) used between nodes on each rank: `ofi` (with its libfabric
+provider), `ib`, `socket`, `failed` (with the transport it was trying) or `none` (no traffic
+crossed nodes). runner.nccl_log does the parsing, in one pass with bounded memory.
 
 Exit codes:
-  0  the fast path of the fabric was used on every rank that selected a network (OFI/cxi on
-     slingshot, IB on infiniband, anything on ethernet or with no --fabric), or the job ran on
-     a single node so the network carried no traffic;
+  0  the fast path of the fabric was used on every rank that moved data between nodes
+     (OFI/cxi on slingshot, IB on infiniband, anything on ethernet or with no --fabric), or
+     the job ran on a single node so the network carried no traffic;
   1  a fallback (TCP sockets, libfabric's tcp provider) or a failed network init on some rank;
      also no network selection at all when --fabric names a fabric that needs one
      (slingshot, infiniband): such a job cannot be confirmed fast;
-  2  bad input: a missing, unreadable or empty file, a directory, a bad --env.
+  2  bad input: a missing, unreadable or empty file, a directory, binary data (`/dev/zero`),
+     a bad --env.
 
 Warnings (LL128 hazard, missing plugin, ...) are printed but only the verdict sets the exit
 code. Standalone: `python3 -m runner.check_log_cmd FILE...`.
@@ -37,15 +40,13 @@ MAX_TABLE_ROWS = 64
 
 
 def _feed_stream(analyser: "LogAnalyser", stream, name: str) -> bool:
-    """Feed one binary stream; return whether it held anything but whitespace."""
-    from runner.nccl_log import iter_stream_lines
-
-    seen = False
-    for line in iter_stream_lines(stream):
-        if not seen and line.strip():
-            seen = True
-        analyser.feed(line, name)
-    return seen
+    """Feed one binary stream; return whether it held anything but whitespace.
+    Raises UserError for a stream of binary data (`/dev/zero`, a core file)."""
+    stats = analyser.feed_stream(stream, name)
+    if stats.binary and not stats.text:
+        raise UserError(f"binary data, not a text log (stopped after "
+                        f"{stats.bytes_read >> 20} MiB)", where=name)
+    return stats.text
 
 
 def check_files(paths: Sequence[str], fabric: str | None = None,
@@ -108,8 +109,13 @@ def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
             where = ",".join(r.ib_devices) or "-"
         elif r.transport.value == "socket":
             where = ",".join(r.socket_ifaces) or "-"
+        elif r.transport.value == "failed":
+            tried = f"trying {r.attempted.value}: " if r.attempted else ""
+            where = f"{tried}{r.failure or '-'}"
+        elif r.selected.value != "none":  # chose a network, but sent nothing across nodes
+            where = f"selected {r.selected_label}, no inter-node traffic"
         else:
-            where = r.failure or "-"
+            where = "-"
         plugin = " ".join(x for x in (r.plugin, f"({r.plugin_api})" if r.plugin_api else None,
                                       r.plugin_version and f"aws-ofi-nccl {r.plugin_version}")
                           if x) or ("internal" if r.plugin_missing else "-")
@@ -149,10 +155,16 @@ def format_human(verdict: "LogVerdict") -> str:
 @click.pass_context
 def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric: str | None,
               env_items: tuple[str, ...], inherit_env: bool) -> None:
-    """Say which network NCCL used, from NCCL_DEBUG=INFO logs (FILE may be - for stdin).
+    """Say which network NCCL or RCCL used between nodes, from NCCL_DEBUG=INFO logs (FILE
+    may be - for stdin; several FILEs are one job, e.g. one file per rank).
 
-    Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a
-    --fabric that needs one), 2 bad input.
+    Verdicts per rank and for the job: ofi (with its libfabric provider: cxi, efa, ...), ib,
+    socket, failed (with the transport it was trying) or none (no inter-node traffic: one
+    host, or nNodes 1). A job whose ranks differ is reported per rank and flagged mixed. In
+    --json: transport, provider, attempted, mixed, and a ranks list with the same per rank.
+
+    Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a --fabric
+    that needs one), 2 bad input (including binary data).
     """
     try:
         env = {k: os.environ[k] for k in GUARD_ENV if inherit_env and k in os.environ}

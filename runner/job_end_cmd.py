@@ -3,15 +3,39 @@
 Called by the batch script after the job step ends. Prints the transport verdict (when the
 profile checks it) and, if the step failed, one line naming the cause; that line is the
 last line of the job's output, where a user looks first.
+
+The verdict line is `fabrikit check-log`'s summary: the same analysis (runner.nccl_log),
+fed from one streaming pass over the log (that also feeds the failure-cause scan when the
+step failed), so a multi-GB job log costs one read and bounded memory.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import click
 
 from .errors import UserError
+
+
+def _open(log: Path):
+    try:
+        return open(log, "rb")
+    except OSError as exc:
+        raise UserError(f"{log}: cannot read the job log: {exc.strerror}") from None
+
+
+def _stream(log: Path, analyser) -> Iterator[str]:
+    """The log's lines, each also fed to `analyser` (when given), read once."""
+    from .nccl_log import iter_stream_lines
+
+    with _open(log) as stream:
+        for raw in iter_stream_lines(stream):
+            line = raw.decode("utf-8", "replace")
+            if analyser is not None:
+                analyser.feed(line, str(log))
+            yield line
 
 
 @click.command("job-end", hidden=True)
@@ -24,16 +48,24 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
     """Summarise a finished job step from its combined log (used by generated scripts)."""
     from .failure_cause import diagnose
 
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise UserError(f"{log}: cannot read the job log: {exc.strerror}") from None
+    analyser = None
     if check_transport:
-        from .nccl_log import analyse
+        from .nccl_log import Fabric, LogAnalyser
 
-        expected = fabric if fabric in ("slingshot", "infiniband", "ethernet") else None
-        click.echo(analyse(text, source=str(log), expected_fabric=expected).summary)
-    cause = diagnose(text, status=status, endpoint=endpoint)
+        expected = fabric if fabric in {f.value for f in Fabric} else None
+        analyser = LogAnalyser(source=str(log), expected_fabric=expected)
+    if status == 0:  # no cause to look for: the analysis alone reads the log, in blocks
+        cause = None
+        if analyser is not None:
+            with _open(log) as stream:
+                analyser.feed_stream(stream, str(log))
+    else:
+        lines = _stream(log, analyser)
+        cause = diagnose(lines, status=status, endpoint=endpoint)
+        for _ in lines:  # in case diagnose stopped early: finish the analysis
+            pass
+    if analyser is not None:
+        click.echo(analyser.result().summary)
     if cause is not None:
         click.echo(f"fabrikit: FAILED: {cause.message} (log: {log})")
         return 1

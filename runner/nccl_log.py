@@ -3,30 +3,49 @@
 The worst NCCL failure is silent: with no usable plugin or driver NCCL falls back to TCP
 sockets (5-40x slower), and on GH200 + Slingshot with NCCL >= 2.27 the LL128 protocol can
 return wrong all-reduce results. This module turns a job's log into a `LogVerdict` that names
-the transport (`ofi` with its libfabric provider, `ib` with its devices, `socket` with its
-interfaces, `failed`, `none`) and raises stable warning codes.
+the transport between nodes (`ofi` with its libfabric provider, `ib`, `socket`, `failed` with
+the transport it was trying, `none` when no traffic crossed nodes) and raises stable warning
+codes. RCCL logs (ROCm: `RCCL version`, aws-ofi-rccl's `NET/OFI` lines, `NET/UCX`) are read
+the same way.
 
 Design:
 
-- Pure: no file, environment or subprocess access. Callers hand in lines (str or bytes) and,
-  optionally, the expected fabric and the job's environment.
-- One pass, bounded memory: `LogAnalyser.feed()` takes one line at a time and keeps only small
-  per-process state (every list is capped); `result()` can be called at any point.
-- Processes are told apart by NCCL's own `hostname:pid:tid [cudaDev]` prefix and mapped to a
-  global rank by `comm 0x... rank N nranks M` lines (the communicator with the most ranks
-  wins: that is the world). Outer prefixes written by srun `--label`, torchrun, PyTorch or
-  fabrikit's local launcher are skipped; NCCL lines without NCCL's prefix are grouped by those
-  outer prefixes.
-- Tolerant: ANSI colours, CR/CRLF, NUL and non-UTF-8 bytes, lines that two writers merged
+- Pure: no file, environment or subprocess access. Callers hand in lines (str or bytes), or a
+  binary stream, and optionally the expected fabric and the job's environment.
+- One pass, linear time, bounded memory: a stream is read in blocks and each block is
+  scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
+  skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
+  is counted. `feed()` (one line) applies the same passes to its line, so line-by-line and
+  block reads give the same answer. Lines are cut at
+  MAX_LINE_CHARS, processes capped at MAX_PROCESSES, every per-process list is capped, and a
+  stream that turns out to be binary (`/dev/zero`) is stopped after a few MiB.
+- Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
+  redacted, `<cluster_name>`, or empty) and mapped to a global rank by `comm 0x... rank N
+  nranks M` lines (the communicator with the most ranks wins). Outer prefixes written by
+  srun `--label`, Open MPI `--tag-output`, torchrun, PyTorch, CloudWatch exports or fabrikit's
+  local launcher are skipped; lines whose `host:pid:tid` or even `NCCL INFO` was stripped are
+  grouped by those outer prefixes.
+- What a rank used is decided in this order: the networks its channel/ring lines go through
+  (`via NET/X/...`), the `Using network X` / `Using internal Network X` / `Assigned NET
+  plugin X` lines, and only then the last device line (`NET/IB : Using [0]mlx5_0:1/IB`,
+  `NET/Socket : Using [0]hsn0`, `NET/OFI Selected provider is cxi`). NCCL 2.4 prints a
+  `NET/Socket` line for its bootstrap on every rank, so a later device line wins over it.
+- A transport chosen and then given up during init (a WARN and an error chain such as
+  `init.cc:NNN -> 2`, with no `Init COMPLETE` after the choice) makes the rank `failed`,
+  keeping the transport it tried as `attempted`. Probing noise (`include/net.h:24 -> 2`,
+  `NET/OFI No eligible providers`) is not a failure; a plugin that fails before NCCL picks
+  another network is a fallback, not a failure.
+- Inter-node traffic: `nNodes N` (NCCL >= 2.18) decides where printed; else `via NET/...`
+  channel lines; else host names (unless redacted), bootstrap addresses and communicator
+  coverage. A job whose communicators all live on one host gets transport `none`.
+- Tolerant: ANSI colours, CR/CRLF, NUL and non-UTF-8 bytes, lines that two writers spliced
   (`...Using netnode2:7:7 [1] NCCL INFO ...`: the cut first part is dropped), truncated last
-  lines. A value is only taken when the text after it shows it is complete (a provider must
-  be followed by `,` or ` (found`, a network name must be a complete known name, ...).
-  Unparseable text is ignored, never raised on.
+  lines. A value is only taken when the text after it shows it is complete.
 - Deterministic: the verdict depends only on each process's own line order, so any
   interleaving of the same per-rank logs gives the same answer.
 
 Line formats are the ones listed in shared/reference/fabric-facts.md ("NCCL_DEBUG=INFO lines
-that tell which transport is used", the aws-ofi-nccl section, "Recurring failures").
+that tell which transport is used", the aws-ofi-nccl section, "Real-world NCCL logs").
 """
 
 from __future__ import annotations
@@ -48,6 +67,7 @@ __all__ = [
     "RankReport",
     "LogVerdict",
     "LogAnalyser",
+    "StreamStats",
     "analyse",
     "iter_stream_lines",
     "WARNING_CODES",
@@ -57,11 +77,11 @@ __all__ = [
 class Transport(Enum):
     """The network NCCL used between nodes."""
 
-    OFI = "ofi"  # a libfabric net plugin (aws-ofi-nccl): network "AWS Libfabric"/"Libfabric"/"OFI"
-    IB = "ib"  # NCCL's internal InfiniBand/RoCE verbs transport (or an IBext plugin)
-    SOCKET = "socket"  # NCCL's internal TCP socket transport: the silent fallback
-    FAILED = "failed"  # network init failed (e.g. "network AWS Libfabric not found")
-    NONE = "none"  # no network selection seen
+    OFI = "ofi"  # a libfabric net plugin (aws-ofi-nccl/rccl): "AWS Libfabric"/"Libfabric"/"OFI"
+    IB = "ib"  # verbs: NCCL's internal IB/RoCE transport, an IBext/SHARP plugin, or UCX
+    SOCKET = "socket"  # TCP: NCCL's internal socket transport or a TCP plugin (FastSocket)
+    FAILED = "failed"  # network init failed (see `attempted` for what it was trying)
+    NONE = "none"  # no inter-node traffic (single host), or no network selection seen
 
 
 class Fabric(Enum):
@@ -82,7 +102,7 @@ class Verdict(Enum):
     NONE = "none"  # no network selection seen at all
 
 
-# Stable warning codes, in the order warnings are reported.
+# Stable warning codes, in the order warnings are reported. New codes go at the end.
 WARNING_CODES: tuple[str, ...] = (
     "network-not-found",
     "net-init-failed",
@@ -100,6 +120,9 @@ WARNING_CODES: tuple[str, ...] = (
     "ranks-without-transport",
     "ranks-missing",
     "no-transport",
+    "plugin-failed",
+    "binary-input",
+    "processes-dropped",
 )
 
 # --------------------------------------------------------------------------------------------
@@ -107,9 +130,13 @@ WARNING_CODES: tuple[str, ...] = (
 
 MAX_LINE_CHARS = 16384  # longer lines are cut (NCCL's own buffer is 1024 bytes)
 MAX_PROCESSES = 65536
+BLOCK_BYTES = 1 << 20  # feed_stream reads this much at a time
+BINARY_STOP_BYTES = 4 << 20  # this many bytes of binary data in a row end a stream
 _MAX_ITEMS = 16  # devices, interfaces, nets per process
 _MAX_NCCL_WARNINGS = 5  # raw NCCL WARN messages kept per process
-_MAX_ENV = 64  # echoed env settings kept per process
+_MAX_ENV = 64  # echoed env settings kept per process (and for the job)
+_MAX_RANKS_SEEN = 1024  # world ranks one process drives (one process may drive 8 GPUs)
+_MAX_HOST = 255  # a host name longer than a DNS name is not one
 
 # --------------------------------------------------------------------------------------------
 # Regular expressions. Each one is written so that a value cut short by truncation is not
@@ -117,64 +144,171 @@ _MAX_ENV = 64  # echoed env settings kept per process
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + bytes(
+    range(0x1c, 0x20)) + b"\x7f"  # ESC (0x1b) is text: colour codes
 
-# NCCL's prefix: [optional timestamp] host:pid:tid [cudaDev] [file:line [(func)]] NCCL LEVEL
-_NCCL_PREFIX = re.compile(
-    r"(?P<host>[A-Za-z0-9_][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-    r"(?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?"
+# A line is parsed only if one of these passes finds something in it. Each pass starts with
+# a literal, so the regex engine skips to candidates at C speed (one alternation of all of
+# them is 50x slower: it tries every branch at every position). None can match a newline.
+_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
+              r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
+              r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment")
+# Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
+_OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
+               r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
+_PASS_PATTERNS = (
+    r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)" % _MSG_HEADS,  # NCCL's own lines
+    r"via NET/",  # channel and ring lines that cross nodes
+    r"\.(?:cc|cu|c|h|cpp|cuh):\d+ -> -?\d",  # error chains
+    r"\n%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
+    r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
+    r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
 )
-# NCCL lines without NCCL's host:pid:tid prefix (NCCL_DEBUG=VERSION, or another log layer).
-_BARE_NCCL = re.compile(r"^NCCL (?P<level>INFO|WARN)\b ?")
-_BARE_VERSION = re.compile(r"^NCCL version \d")
+_BARE_PASS = 3  # anchored after a newline: its match starts one before the line
+_PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
+_FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
+# The same test for one line (feed()): a line is parsed iff a pass above would find it.
+_LINE_PASSES = tuple(re.compile(p, re.ASCII).search for i, p in enumerate(_PASS_PATTERNS)
+                     if i != _BARE_PASS) + (re.compile(_FIRST_LINE.pattern.decode(), re.ASCII).match,)
 
-# Outer prefixes written by launchers, applied repeatedly (they can stack).
+
+def _triggers(line: str) -> bool:
+    """Would a pass find something in this one line? (Separate searches: 3x faster than
+    one alternation of them.)"""
+    for test in _LINE_PASSES:
+        if test(line):
+            return True
+    return False
+
+
+_ANSI_BYTES = re.compile(
+    rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+# NCCL's prefix: [timestamp] host:pid:tid [cudaDev] [file:line [(func)]] NCCL LEVEL.
+# The host may be redacted (`<cluster_name>`, `xxx-xxx`) or stripped (`:22901:22901 [0]`).
+_NCCL_PREFIX = re.compile(
+    r"(?P<host>[^\s:\[\]]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
+)
+# `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
+_DEV_NCCL = re.compile(
+    r"^\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+_BARE_NCCL = re.compile(
+    r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?)?"
+    r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+# Messages recognised even with both the prefix and `NCCL INFO` stripped.
+_BARE_MSG = re.compile(
+    r"^(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm 0x|"
+    r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
+    r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
+    r"P2P plugin )"
+)
+
+# Outer prefixes written by launchers and log exporters, applied repeatedly (they stack).
 _OUTER_PREFIXES = (
+    # CloudWatch / console exports: "  | 2024-12-04T05:27:39.074Z | "
+    re.compile(r"^\s*\|?\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s*\|\s?"),
+    # Open MPI --tag-output `[1,3]<stdout>:`, SageMaker's `[1,mpirank:3,algo-1]<stdout>:`
+    re.compile(r"^\[\d+,(?:mpirank:)?(?P<ompi>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
     # torchrun [default0]:, torch [rank3]:
     re.compile(r"^\[(?P<kind>default|rank)(?P<n>\d+)\]:\s?"),
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*) \[(?P<n>\d+)\]: ?"),  # node2 [1]:
     re.compile(r"^\s*(?P<task>\d+): ?"),  # srun --label: "3: "
     re.compile(r"^\[(?P<host>[A-Za-z][\w.\-]*)\] "),  # fabrikit local launcher: [node1]
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
+    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
+    re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
 )
 
-_VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)(?![\d.])")
-_PLUGIN_LOADED = re.compile(r"^NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \((?P<api>v\d+)\)")
+_VERSION = re.compile(r"^(?P<lib>[NR])CCL version\s*:?\s*(?P<v>\d+\.\d+\.\d+)(?![\d.])")
+_PLUGIN_LOADED = re.compile(
+    r"^NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \((?P<api>v\d+)\)\s*$")
 _PLUGIN_MISSING = re.compile(
-    r"^NET/Plugin ?: ?(?:.*\bNo plugin found\b|Could not find: ?\S*libnccl-net|"
-    r".*libnccl-net\S*: cannot open shared object)"
+    r"^NET/Plugin ?: ?(?:.*\bNo plugin found\b|Could not find: ?\S*lib[nr]ccl-net|"
+    r".*lib[nr]ccl-net\S*: cannot open shared object|Plugin load returned)"
 )
-_OFI_VERSION = re.compile(r"^NET/OFI (?:Using|Initializing) aws-ofi-nccl (?P<v>\S+)")
+_OFI_VERSION = re.compile(r"^NET/OFI (?:Using|Initializing) aws-ofi-[nr]ccl (?P<v>\S+)")
 _LIBFABRIC_VERSION = re.compile(r"^NET/OFI Using Libfabric version (?P<v>\d+\.\d+)")
 _PROVIDER = re.compile(
     r"^NET/OFI Selected [Pp]rovider is (?P<prov>[^\s,()]+)(?=,| \(found|(?P<end>\s*$))"
     r"(?:, fabric is (?P<fabric>[^\s,()]+)(?= \(found))?"
     r"(?: \(found (?P<nics>\d+) nics?\))?"
 )
-_USING_NETWORK = re.compile(r"^Using network (?P<name>.+?)\s*$")
-_IB_USING = re.compile(r"^NET/IB\w* ?: Using (?P<rest>.*)")
-_IB_DEVICE = re.compile(r"\[\d+\](?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?=[\s;]|$)")
+_PROVIDER_FILTER = re.compile(r"^NET/OFI Setting provider_filter to (?P<prov>[\w;]+)")
+# aws-ofi-nccl giving up before NCCL picks another network (a fallback, not a failure).
+_OFI_PLUGIN_FAILED = re.compile(
+    r"^NET/OFI (?:aws-ofi-[nr]ccl initialization failed|Initializing plugin failed|"
+    r"Could not find any optimal provider|Unable to find a protocol|"
+    r"No eligible providers? (?:were|was) found.*(?:[Ff]ail|[Aa]bort))"
+)
+_USING_NETWORK = re.compile(r"^Using (?:network|internal Network) (?P<name>.+?)\s*$")
+_ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
+_P2P_PLUGIN = re.compile(r"^P2P plugin (?P<name>\S+)\s*$")
+_NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
+_ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
+_NET_USING = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?Using (?P<rest>.*)")
+_IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(?=[\s;]|$)")
+_IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
+_IB_SIDEBAND = re.compile(r"^NET/IB ?: ?Using interface (?P<iface>\S+) for sideband")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
-_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (?P<rest>.*)")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
-_CHANNEL_NET = re.compile(r"\bvia NET/(?P<name>[^/\n]+)/(?P<idx>\d+)(?P<rest>\S*)")
+_IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
 _COMM = re.compile(
     r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?=\s)")
+_OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
 _NNODES = re.compile(r"\bnNodes (?P<n>\d+)(?=\s)")
+_COMPLETE = re.compile(r"- (?:Init )?COMPLETE\b")
 _ENV_ECHO = re.compile(r"^(?P<key>[A-Z][A-Z0-9_]*) set by environment to (?P<value>.*?)\s*$")
+# Environment settings echoed by job scripts (`set -x`, `env | grep`, `mpirun -x`).
+_ENV_ASSIGN = re.compile(
+    r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)=(?P<q>['\"]?)(?P<value>[^\s'\"]*)(?P=q)")
 _NET_NOT_FOUND = re.compile(r"\bnetwork (?P<name>.*?) ?not found")
+_CHAIN = re.compile(
+    r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) -> (?P<code>-?\d+)(?P<rest>.*)")
+# An error chain reaching init.cc/group.cc: the communicator's init returned an error.
+_TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
+# Links below it that are about the network (probing links such as include/net.h are not).
+_NET_CHAIN_FILE = re.compile(
+    r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
+    r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|ib_plugin\.c$")
+_NET_WARN = re.compile(
+    r"NET/|\bNet\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|\bfi_|RDMA|"
+    r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b")
+# Errors that set a connection up (as opposed to ones on a working link, "Got completion
+# ... error 12"): with NCCL >= 2.22 connecting after Init COMPLETE, these still mean the
+# transport never carried the job.
+_SETUP_WARN = re.compile(
+    r"ibv_(?:create|modify|reg|open|alloc|query)|Couldn't (?:open|create|get|find)|"
+    r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
+    r"Call to connect|not found|No device|Failed to initialize|initialization failed|"
+    r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
+_WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
+_WARN_IB = re.compile(r"ibv_|NET/IB|mlx\d|\bIB\b|verbs|RoCE")
+_WARN_SOCKET = re.compile(r"[Ss]ocket")
+# libfabric's own log lines: libfabric:PID:TS:[domain:]PROV:subsys:func():line<level> msg
+_LIBFABRIC = re.compile(r"\blibfabric:(?P<pid>\d+):\d+:(?P<fields>[\w:;\-]*?):?\w*\(\)")
+_FI_PROVIDER_ENV = re.compile(
+    r"\bFI_PROVIDER(?:\s*=\s*|\s+set by environment to\s+|:\s+)['\"]?(?P<prov>[a-z][\w;]*)")
+_FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
+_REDACTED_HOST = re.compile(
+    r"^$|[<>*?{}$]|^x+(?:[-_.]x+)*$|_ip$|^(?:ip|host|hostname|node|nodename|user|server|"
+    r"machine|computer|myhost|yourhost|redacted|hidden|anonymi[sz]ed)\d*$", re.I)
 
 # Network names NCCL prints in "Using network X" and "via NET/X/...".
 _OFI_NAMES = frozenset({"AWS Libfabric", "Libfabric", "OFI"})
 _KNOWN_NAMES = {
-    **{n: Transport.OFI for n in _OFI_NAMES}, "IB": Transport.IB, "Socket": Transport.SOCKET}
+    **{n: Transport.OFI for n in _OFI_NAMES}, "IB": Transport.IB, "Socket": Transport.SOCKET,
+    "FastSocket": Transport.SOCKET,  # Google's plugin: TCP, however fast
+    "UCX": Transport.IB, "UCX-RMA": Transport.IB, "UCX_RMA": Transport.IB,  # verbs through UCX
+}
 _IBEXT = re.compile(r"^IBext(?:_v\d+)?$")  # HPC-X / nccl-rdma-sharp plugin's verbs network
 
 # Provider names taken even at the end of a line (a line that may have been cut short).
 _OFI_PROVIDERS = frozenset({"cxi", "efa", "tcp", "sockets", "udp", "shm", "verbs", "psm2",
-                            "psm3", "opx", "ucx", "mlx"})
-_SLOW_OFI_PROVIDERS = frozenset({"tcp", "sockets", "udp", "shm"})
-_IB_OFI_PROVIDERS = frozenset({"verbs", "mlx"})
+                            "psm3", "opx", "ucx", "mlx", "lnx", "sm2", "usnic", "gni"})
+_IB_OFI_PROVIDERS = frozenset({"verbs", "mlx", "psm2", "psm3", "opx"})  # IB / Omni-Path
+_HELPER_PROVIDERS = frozenset({"shm", "sm2", "core", "util", "lnx"})  # never the inter-node one
 _LL128_MIN_VERSION = (2, 27)
 _RDZV_GUARD = ("FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD", "FI_CXI_RDZV_GET_MIN")
 
@@ -199,8 +333,31 @@ def _version_tuple(v: str | None) -> tuple[int, ...]:
 
 
 def _ofi_base_provider(provider: str | None) -> str | None:
-    # "tcp;ofi_rxm" -> "tcp"
-    return provider.split(";", 1)[0].lower() if provider else None
+    """"tcp;ofi_rxm" -> "tcp", "ofi_rxm;verbs" -> "verbs", "EFA" -> "efa"."""
+    if not provider:
+        return None
+    if provider in _OFI_PROVIDERS:  # the usual case, asked once per rank
+        return provider
+    parts = [p for p in provider.lower().split(";") if p]
+    for p in parts:
+        if not p.startswith("ofi_"):
+            return p
+    return parts[0] if parts else None
+
+
+def _warn_kind(msg: str) -> Transport | None:
+    """The transport a WARN message is about, if it says."""
+    if _WARN_OFI.search(msg):
+        return Transport.OFI
+    if _WARN_IB.search(msg):
+        return Transport.IB
+    if _WARN_SOCKET.search(msg):
+        return Transport.SOCKET
+    return None
+
+
+def _is_redacted(host: str) -> bool:
+    return bool(_REDACTED_HOST.search(host))
 
 
 def proto_excludes_ll128(value: str | None) -> bool:
@@ -243,9 +400,9 @@ class RankReport:
     rank: int | None  # global rank from the largest communicator, else a [rankN]: hint
     nranks: int | None
     cuda_dev: int | None
-    transport: Transport
+    transport: Transport  # between nodes: `none` where this rank sent nothing across nodes
     network: str | None  # the name NCCL printed: "AWS Libfabric", "IB", "Socket", ...
-    provider: str | None = None  # libfabric provider (ofi only): cxi, efa, tcp, ...
+    provider: str | None = None  # libfabric provider, base name (cxi, efa, verbs, tcp, ...)
     ofi_fabric: str | None = None  # libfabric fabric name, current plugin only
     nics: int | None = None
     ib_devices: tuple[str, ...] = ()
@@ -262,21 +419,43 @@ class RankReport:
     failure: str | None = None
     nccl_warnings: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    selected: Transport = Transport.NONE  # what NCCL chose (or failed with), across nodes or not
+    attempted: Transport | None = None  # failed only: the transport it was trying
+    inter_node: bool | None = None  # True/False where the log says; None where it cannot tell
+    provider_stack: str | None = None  # the provider as printed: "verbs;ofi_rxm"
+    plugin_failed: str | None = None  # a net plugin that gave up, after which NCCL went on
+    library: str | None = None  # "nccl" or "rccl" where this process printed its version
 
     @property
     def label(self) -> str:
         """Short transport label: OFI/cxi, IB/mlx5_0:1,mlx5_1:1, Socket/hsn0, failed, none."""
-        if self.transport is Transport.OFI:
+        return self._label(self.transport)
+
+    @property
+    def selected_label(self) -> str:
+        """The label of what NCCL chose, also where no traffic crossed nodes."""
+        return self._label(self.selected)
+
+    def _label(self, t: Transport) -> str:
+        if t is Transport.OFI:
             return f"OFI/{self.provider or '?'}"
-        if self.transport is Transport.IB:
+        if t is Transport.IB:
             return "IB/" + ",".join(self.ib_devices) if self.ib_devices else "IB"
-        if self.transport is Transport.SOCKET:
+        if t is Transport.SOCKET:
             return "Socket/" + ",".join(self.socket_ifaces) if self.socket_ifaces else "Socket"
-        return self.transport.value
+        return t._value_
 
     @property
     def who(self) -> str:
         return f"{self.host}:{self.pid}" if self.pid is not None else self.host
+
+    @classmethod
+    def _of(cls, **fields: Any) -> "RankReport":
+        """Build from every field at once: a frozen dataclass sets each field through
+        object.__setattr__, which dominates for tens of thousands of ranks."""
+        r = object.__new__(cls)
+        r.__dict__.update(fields)
+        return r
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -285,7 +464,7 @@ class RankReport:
             "host": self.host,
             "pid": self.pid,
             "cuda_dev": self.cuda_dev,
-            "transport": self.transport.value,
+            "transport": self.transport._value_,  # (Enum.value is a slow property)
             "label": self.label,
             "network": self.network,
             "provider": self.provider,
@@ -305,6 +484,12 @@ class RankReport:
             "failure": self.failure,
             "nccl_warnings": list(self.nccl_warnings),
             "sources": list(self.sources),
+            "selected": self.selected._value_,
+            "attempted": self.attempted._value_ if self.attempted else None,
+            "inter_node": self.inter_node,
+            "provider_stack": self.provider_stack,
+            "plugin_failed": self.plugin_failed,
+            "library": self.library,
         }
 
 
@@ -316,8 +501,8 @@ class LogVerdict:
     expected_fabric: Fabric | None  # as given by the caller
     fabric: Fabric | None  # as used for the checks: given, or inferred (see fabric_inferred_from)
     fabric_inferred_from: str | None
-    transport: Transport
-    provider: str | None
+    transport: Transport  # between nodes; `none` for a single-host job or no selection seen
+    provider: str | None  # libfabric provider (base name) wherever a line names one
     ofi_fabric: str | None
     nccl_version: str | None
     plugin: str | None
@@ -334,6 +519,12 @@ class LogVerdict:
     nccl_lines: int = 0
     ll128_guard: str | None = None  # how the LL128 hazard is avoided, if it is
     sources: tuple[str, ...] = field(default=())
+    selected: Transport = Transport.NONE  # what NCCL chose, also where nothing crossed nodes
+    attempted: Transport | None = None  # failed only: the transport init was trying
+    mixed: bool = False  # ranks moving data between nodes do not all use the same transport
+    inter_node: bool | None = None  # did any traffic cross nodes (None: cannot tell)
+    library: str | None = None  # "nccl" or "rccl"
+    provider_stack: str | None = None  # the provider as printed ("verbs;ofi_rxm")
 
     @property
     def exit_code(self) -> int:
@@ -379,14 +570,54 @@ class LogVerdict:
             "summary": self.summary,
             "lines": self.lines,
             "nccl_lines": self.nccl_lines,
+            "selected": self.selected.value,
+            "attempted": self.attempted.value if self.attempted else None,
+            "mixed": self.mixed,
+            "inter_node": self.inter_node,
+            "library": self.library,
+            "provider_stack": self.provider_stack,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+        """The JSON document. With `indent`, each rank is one compact line (json's indenting
+        encoder is pure Python, 5x slower on 16k ranks); beyond JSON_RANK_LINES ranks the
+        rank list is one compact array, written by json's C encoder in one call."""
+        d = self.to_dict()
+        if indent is None:
+            return json.dumps(d, sort_keys=False)
+        ranks = d["ranks"]
+        d["ranks"] = _RANKS_MARK
+        text = json.dumps(d, indent=indent, sort_keys=False)
+        pad = " " * indent
+        if len(ranks) > JSON_RANK_LINES:
+            body = json.dumps(ranks)
+        elif ranks:
+            body = "[\n" + ",\n".join(pad * 2 + json.dumps(r) for r in ranks) + "\n" + pad + "]"
+        else:
+            body = "[]"
+        return text.replace(json.dumps(_RANKS_MARK), body, 1)
+
+
+_RANKS_MARK = "\u0000ranks\u0000"  # placeholder: cannot occur in a JSON-encoded log string
+JSON_RANK_LINES = 256  # up to this many ranks, --json writes one line per rank
+
+
+@dataclass
+class StreamStats:
+    """What `LogAnalyser.feed_stream` read from one stream."""
+
+    bytes_read: int = 0
+    lines: int = 0
+    text: bool = False  # anything but whitespace seen
+    binary: bool = False  # stopped early: the stream is binary data, not a text log
 
 
 # --------------------------------------------------------------------------------------------
 # Per-process state while reading
+
+
+_NONE: list = []  # the shared "no items yet" of a _Proc list (never appended to)
+_NO_ENV: dict = {}  # the shared "nothing echoed" of a _Proc env (never written to)
 
 
 def _add_capped(items: list, value: Any, cap: int = _MAX_ITEMS) -> None:
@@ -395,14 +626,21 @@ def _add_capped(items: list, value: Any, cap: int = _MAX_ITEMS) -> None:
 
 
 class _Proc:
-    """Mutable state for one process; turned into a frozen RankReport at the end."""
+    """Mutable state for one process; turned into a frozen RankReport at the end.
+
+    Events carry this process's own line number (`seq`), so the order of a process's lines
+    decides (a choice, then a failure after it), never the interleaving with other processes.
+    """
 
     __slots__ = (
         "host", "pid", "real", "dev", "sources", "rank", "nranks", "rank_hint", "nnodes",
-        "nets", "via_nets", "net_channels", "gdrdma", "provider", "ofi_fabric", "nics",
-        "ib_devices", "ib_no_device", "socket_ifaces", "nccl_version", "plugin", "plugin_api",
-        "plugin_version", "libfabric_version", "plugin_missing", "not_found", "unknown_nets",
-        "nccl_warnings", "env", "lines", "label",
+        "ranks_seen", "ips", "nets", "via_nets", "net_channels", "gdrdma", "provider",
+        "provider_seq", "ofi_fabric", "nics", "named_providers", "ib_devices", "ib_no_device",
+        "socket_ifaces", "nccl_version", "library", "plugin", "plugin_api", "plugin_version",
+        "libfabric_version", "plugin_missing", "plugin_failed", "plugin_failed_seq", "not_found",
+        "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
+        "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
+        "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -415,115 +653,263 @@ class _Proc:
         self.nranks: int | None = None
         self.rank_hint: int | None = None
         self.nnodes: int | None = None
-        self.nets: list[str] = []
-        self.via_nets: list[str] = []
+        self.ranks_seen: set[int] = _NONE  # type: ignore[assignment]
+        self.ips: list[str] = _NONE  # type: ignore[assignment]
+        self.nets: list[str] = _NONE  # type: ignore[assignment]
+        self.via_nets: list[str] = _NONE  # type: ignore[assignment]
         self.net_channels = 0
         self.gdrdma = False
         self.provider: str | None = None
+        self.provider_seq = -1
         self.ofi_fabric: str | None = None
         self.nics: int | None = None
-        self.ib_devices: list[str] = []
+        self.named_providers: list[str] = _NONE  # type: ignore[assignment]
+        self.ib_devices: list[str] = _NONE  # type: ignore[assignment]
         self.ib_no_device = False
-        self.socket_ifaces: list[str] = []
+        self.socket_ifaces: list[str] = _NONE  # type: ignore[assignment]
         self.nccl_version: str | None = None
+        self.library: str | None = None
         self.plugin: str | None = None
         self.plugin_api: str | None = None
         self.plugin_version: str | None = None
         self.libfabric_version: str | None = None
         self.plugin_missing: str | None = None
+        self.plugin_failed: str | None = None
+        self.plugin_failed_seq = -1
         self.not_found: str | None = None
-        self.unknown_nets: list[str] = []
-        self.nccl_warnings: list[str] = []
-        self.env: dict[str, str] = {}
+        self.unknown_nets: list[str] = _NONE  # type: ignore[assignment]
+        self.nccl_warnings: list[str] = _NONE  # type: ignore[assignment]
+        self.env: dict[str, str] = _NO_ENV  # type: ignore[assignment]
         self.lines = 0
         self.label: str | None = None
+        self.sel_seq = -1  # last network choice (strong or weak)
+        self.weak_kind: Transport | None = None  # what the last device line chose
+        self.weak_seq = -1
+        self.complete_seq = -1  # last "Init COMPLETE"
+        self.chan_seq = -1  # last "via NET/..." line
+        self.err_seq = -1  # last network WARN or fatal error-chain line
+        self.err_msg: str | None = None
+        self.err_kind: Transport | None = None
+        self.chain_msg: str | None = None
+        self.fatal_msg: str | None = None  # "Failed to initialize any NET plugin"
+        self.fatal_seq = -1
+        self.setup_seq = -1  # last WARN about setting a connection up
+        self.last_warn: str | None = None
+        self.top_seq = -1  # last error chain line from init.cc / group.cc / [Async thread]
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
         for name in self.__slots__:
             value = getattr(self, name)
-            setattr(new, name, value.copy() if isinstance(value, (list, dict)) else value)
+            setattr(new, name, value.copy() if isinstance(value, (list, dict, set))
+                    and value is not _NONE and value is not _NO_ENV else value)
         return new
 
     def absorb(self, other: "_Proc") -> None:
         """Take in what a cut line attributed to a shortened host name (`de1:7:7 [0] ...`
-        is the tail of `node1:7:7 [0] ...` whose head went to another line)."""
+        is the tail of `node1:7:7 [0] ...` whose head went to another line). Sequence
+        numbers of the other part are not comparable with ours, so its events count as
+        facts only (it holds few lines)."""
         for name in self.__slots__:
             mine, theirs = getattr(self, name), getattr(other, name)
-            if name in ("host", "pid", "real", "rank", "nranks", "label"):
+            if name in ("host", "pid", "real", "rank", "nranks", "label") or name.endswith(
+                    "_seq") or name in ("err_msg", "err_kind", "chain_msg", "fatal_msg",
+                                        "weak_kind"):
                 continue
-            if isinstance(mine, list):
+            if name == "ranks_seen":
+                if theirs and len(mine) < _MAX_RANKS_SEEN:
+                    self.ranks_seen = set(mine) | set(list(theirs)[: _MAX_RANKS_SEEN - len(mine)])
+            elif isinstance(mine, list):
                 for v in theirs:
-                    _add_capped(mine, v, max(_MAX_ITEMS, len(mine)))
+                    self._push(name, v, max(_MAX_ITEMS, len(mine)))
             elif isinstance(mine, dict):
+                if theirs and mine is _NO_ENV:
+                    self.env = mine = {}
                 for k, v in theirs.items():
                     mine.setdefault(k, v)
             elif isinstance(mine, bool):
                 setattr(self, name, mine or theirs)
             elif name in ("net_channels", "lines"):
                 setattr(self, name, mine + theirs)
+            elif name == "nnodes":
+                if theirs is not None and (mine is None or theirs > mine):
+                    self.nnodes = theirs
             elif mine is None:
                 setattr(self, name, theirs)
         if other.nranks is not None and (self.nranks is None or other.nranks > self.nranks):
             self.rank, self.nranks = other.rank, other.nranks
+        if self.weak_kind is None and other.weak_kind is not None:
+            self.weak_kind = other.weak_kind
 
     # -- one message (the text after "NCCL INFO " / "NCCL WARN ") ---------------------------
     def take(self, level: str, msg: str) -> None:
         self.lines += 1
+        seq = self.lines
         msg = msg.strip()
         if not msg:
             return
-        if level == "WARN":
-            _add_capped(self.nccl_warnings, msg[:300], _MAX_NCCL_WARNINGS)
-        m = _NET_NOT_FOUND.search(msg)
-        if m and level == "WARN":
-            self.not_found = self.not_found or m.group("name").strip() or "(unnamed)"
+        k = msg.find(" via NET/")
+        if k > 0 and level == "INFO" and (msg.startswith("Channel") or msg.startswith("Ring")):
+            self._take_channel(msg, k + 9, seq)  # most lines of a big job: keep it short
             return
-        if level != "INFO":
+        if "FI_" in msg:
+            self._take_fi(msg)
+        if level == "WARN":
+            self._take_warn(msg, seq)
+            return
+        if level not in ("INFO", "TRACE"):
             return
         c = msg[0]
         if c == "N":
-            self._take_n(msg)
+            self._take_n(msg, seq)
         elif c == "U":
             m = _USING_NETWORK.match(msg)
             if m:
-                name = m.group("name")
-                if _net_kind(name) is not None:
-                    _add_capped(self.nets, name)
-                elif not _is_truncated_name(name):
-                    _add_capped(self.unknown_nets, name[:80], 4)
-        elif c == "C":
-            if msg.startswith("Channel"):
-                m = _CHANNEL_NET.search(msg)
-                if m:
-                    name = m.group("name")
-                    if _net_kind(name) is not None:
-                        _add_capped(self.via_nets, name)
-                        self.net_channels += 1
-                        if "GDRDMA" in m.group("rest"):
-                            self.gdrdma = True
-                    elif not _is_truncated_name(name):
-                        _add_capped(self.unknown_nets, name[:80], 4)
+                self._strong(m.group("name"), seq)
+        elif c == "R" and msg.startswith("RCCL version"):
+            m = _VERSION.match(msg)
+            if m:
+                self.nccl_version = m.group("v")
+                self.library = "rccl"
+        elif c == "A":
+            m = _ASSIGNED.match(msg)
+            if m:
+                self._strong(m.group("name"), seq)
+        elif c == "P":
+            m = _P2P_PLUGIN.match(msg)
+            if m:
+                kind = _net_kind(m.group("name"))
+                if kind is not None:
+                    self._weak(kind, seq)
+        elif c == "F":
+            if msg.startswith(_ANY_NET_PLUGIN_FAILED):
+                self.fatal_msg, self.fatal_seq = msg[:200], seq
+            else:
+                m = _NET_PLUGIN_INIT_FAILED.match(msg)
+                if m and m.group("name") not in ("IB", "Socket"):  # internal: no device
+                    self.plugin_failed = self.plugin_failed or msg[:200]
+                    self.plugin_failed_seq = seq
+        elif c == "B" and msg.startswith("Bootstrap"):
+            self._take_ips(msg)
+        elif c == "r":
+            m = _OLD_RANK.match(msg)
+            if m:
+                self._rank(int(m.group("rank")), int(m.group("nranks")))
+        if " -> " in msg:
+            m = _CHAIN.match(msg)
+            if m and m.group("code") != "0":
+                if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg:
+                    self.top_seq = seq
+                    self.chain_msg = self.chain_msg or msg[:200]
+                elif _NET_CHAIN_FILE.search(m.group("file")):
+                    self.err_seq = seq
+                    self.chain_msg = msg[:200]
         if "comm 0x" in msg:
-            self._take_comm(msg)
+            self._take_comm(msg, seq)
+        elif "COMPLETE" in msg and _COMPLETE.search(msg):
+            self.complete_seq = seq
         if " set by environment to " in msg:
             m = _ENV_ECHO.match(msg)
             if m and (m.group("key") in self.env or len(self.env) < _MAX_ENV):
+                if self.env is _NO_ENV:
+                    self.env = {}
                 self.env[m.group("key")] = m.group("value")[:200]
 
-    def _take_n(self, msg: str) -> None:
+    def _push(self, name: str, value: Any, cap: int = _MAX_ITEMS) -> None:
+        """Add to a capped list that exists only once it holds something (most processes
+        never fill most lists: 16k processes pay for empty lists otherwise)."""
+        items = getattr(self, name)
+        if items is _NONE:
+            items = []
+            setattr(self, name, items)
+        if value not in items and len(items) < cap:
+            items.append(value)
+
+    def _take_channel(self, msg: str, at: int, seq: int) -> None:
+        """`Channel 00/0 : 0[0] -> 4[0] [receive] via NET/AWS Libfabric/7/GDRDMA` (also
+        `Ring 00 : 7 -> 8 [receive] via NET/IB/0`); `at` is where the network name starts.
+        A name is taken only if `/<index>` follows it (else the line was cut)."""
+        end = msg.find("/", at)
+        if end < 0 or not msg[end + 1:end + 2].isdigit():
+            return
+        name = msg[at:end]
+        if name in self.via_nets or _net_kind(name) is not None:
+            if name not in self.via_nets:
+                self._push("via_nets", name)
+            self.net_channels += 1
+            self.chan_seq = seq
+            if not self.gdrdma and "GDRDMA" in msg[end:]:
+                self.gdrdma = True
+        elif not _is_truncated_name(name):
+            self._push("unknown_nets", name[:80], 4)
+
+    def _strong(self, name: str, seq: int) -> None:
+        if _net_kind(name) is not None:
+            self._push("nets", name)
+            self.sel_seq = seq
+        elif not _is_truncated_name(name):
+            self._push("unknown_nets", name[:80], 4)
+
+    def _weak(self, kind: Transport, seq: int) -> None:
+        self.weak_kind, self.weak_seq, self.sel_seq = kind, seq, seq
+
+    def _rank(self, rank: int, nranks: int) -> None:
+        if self.nranks is None or nranks > self.nranks:
+            self.rank, self.nranks = rank, nranks
+            self.ranks_seen = {rank}
+        elif nranks == self.nranks and len(self.ranks_seen) < _MAX_RANKS_SEEN:
+            self.ranks_seen.add(rank)
+
+    def _take_ips(self, msg: str) -> None:
+        for m in _IFACE_IP.finditer(msg):
+            self._push("ips", m.group("ip"), 4)
+
+    def _take_fi(self, msg: str) -> None:
+        m = _FI_PROVIDER_ENV.search(msg)
+        if m and not m.group("prov").startswith("^"):
+            self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
+        for m in _FI_PROV_PREFIX.finditer(msg):
+            self._push("named_providers", m.group("p").lower(), 4)
+
+    def _take_warn(self, msg: str, seq: int) -> None:
+        self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
+        self.last_warn = msg[:200]
+        m = _NET_NOT_FOUND.search(msg)
+        if m:
+            self.not_found = self.not_found or m.group("name").strip() or "(unnamed)"
+            self.fatal_seq = seq
+            return
+        if msg.startswith(_ANY_NET_PLUGIN_FAILED):
+            self.fatal_msg, self.fatal_seq = msg[:200], seq
+            return
+        if msg.startswith("NET/OFI"):
+            self._take_n(msg, seq)  # provider lines can come as WARN in old plugins
+            if _OFI_PLUGIN_FAILED.match(msg):
+                self.plugin_failed = self.plugin_failed or msg[:200]
+                self.plugin_failed_seq = seq
+        if _NET_WARN.search(msg):
+            self.err_seq = seq
+            self.err_msg = msg[:200]
+            self.err_kind = _warn_kind(msg) or self.err_kind
+            if _SETUP_WARN.search(msg):
+                self.setup_seq = seq
+
+    def _take_n(self, msg: str, seq: int) -> None:
         if msg.startswith("NCCL version"):
             m = _VERSION.match(msg)
             if m:
                 self.nccl_version = m.group("v")
+                self.library = self.library or "nccl"
         elif msg.startswith("NET/OFI"):
             m = _PROVIDER.match(msg)
             if m and (m.group("end") is None
                       or _ofi_base_provider(m.group("prov")) in _OFI_PROVIDERS):
                 self.provider = m.group("prov")
+                self.provider_seq = seq
                 self.ofi_fabric = m.group("fabric") or self.ofi_fabric
                 if m.group("nics"):
                     self.nics = int(m.group("nics"))
+                self._weak(Transport.OFI, seq)
                 return
             m = _OFI_VERSION.match(msg)
             if m:
@@ -532,6 +918,14 @@ class _Proc:
             m = _LIBFABRIC_VERSION.match(msg)
             if m:
                 self.libfabric_version = m.group("v")
+                return
+            m = _PROVIDER_FILTER.match(msg)
+            if m:
+                self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
+                return
+            if _OFI_PLUGIN_FAILED.match(msg):
+                self.plugin_failed = self.plugin_failed or msg[:200]
+                self.plugin_failed_seq = seq
         elif msg.startswith("NET/Plugin"):
             m = _PLUGIN_LOADED.match(msg)
             if m:
@@ -540,28 +934,60 @@ class _Proc:
             elif _PLUGIN_MISSING.match(msg):
                 self.plugin_missing = self.plugin_missing or msg[:200]
         elif msg.startswith("NET/IB"):
-            m = _IB_USING.match(msg)
+            m = _NET_USING.match(msg)
             if m:
-                for d in _IB_DEVICE.finditer(m.group("rest").split(";", 1)[0]):
-                    _add_capped(self.ib_devices, d.group("dev"))
+                devs = [d.group("dev") for d in _IB_DEVICE.finditer(m.group("rest").split(";", 1)[0])]
+                for d in devs:
+                    self._push("ib_devices", d)
+                if devs:
+                    self._weak(Transport.IB, seq)
+                else:
+                    s = _IB_SIDEBAND.match(msg)
+                    if s:  # NCCL 2.2-2.3: IB chosen, the interface is only for setup
+                        self._weak(Transport.IB, seq)
+                self._take_ips(msg)
             elif _IB_NO_DEVICE.match(msg):
                 self.ib_no_device = True
+            else:
+                m = _IB_DEVICE_LINE.match(msg)
+                if m:  # NCCL 2.2-2.3 list the devices one per line
+                    self._push("ib_devices", m.group("dev"))
         elif msg.startswith("NET/Socket"):
-            m = _SOCKET_USING.match(msg)
+            m = _NET_USING.match(msg)
             if m:
+                found = False
                 for i in _SOCKET_IFACE.finditer(m.group("rest")):
-                    _add_capped(self.socket_ifaces, i.group("iface"))
+                    self._push("socket_ifaces", i.group("iface"))
+                    found = True
+                if found:
+                    self._weak(Transport.SOCKET, seq)
+                self._take_ips(msg)
+        elif msg.startswith("NET/"):
+            m = _NET_USING.match(msg)  # another plugin's device line: NET/FastSocket, NET/UCX
+            if m:
+                kind = _net_kind(m.group("net"))
+                if kind is Transport.SOCKET:
+                    for i in _SOCKET_IFACE.finditer(m.group("rest")):
+                        self._push("socket_ifaces", i.group("iface"))
+                elif kind is Transport.IB:
+                    for d in _IB_DEVICE.finditer(m.group("rest")):
+                        self._push("ib_devices", d.group("dev"))
+                if kind is not None:
+                    self._weak(kind, seq)
+                self._take_ips(msg)
+        elif msg.startswith("NET : Using"):  # NCCL 2.2-2.3 bootstrap interface
+            self._take_ips(msg)
 
-    def _take_comm(self, msg: str) -> None:
+    def _take_comm(self, msg: str, seq: int) -> None:
         m = _COMM.search(msg)
         if not m:
             return
-        rank, nranks = int(m.group("rank")), int(m.group("nranks"))
-        if self.nranks is None or nranks > self.nranks:
-            self.rank, self.nranks = rank, nranks
+        self._rank(int(m.group("rank")), int(m.group("nranks")))
         n = _NNODES.search(msg)
         if n:
             self.nnodes = max(self.nnodes or 0, int(n.group("n")))
+        if "COMPLETE" in msg and _COMPLETE.search(msg):
+            self.complete_seq = seq
 
     # -- classification -------------------------------------------------------------------
     @property
@@ -569,32 +995,60 @@ class _Proc:
         return bool(
             self.nets or self.via_nets or self.provider or self.ib_devices or self.socket_ifaces
             or self.not_found or self.ib_no_device or self.plugin_missing or self.unknown_nets
+            or self.weak_kind or self.fatal_msg or self.err_msg
         )
 
-    def classify(self) -> tuple[Transport, str | None, str | None]:
-        """(transport, network name, failure message)."""
+    def selection(self) -> tuple[Transport | None, str | None]:
+        """(what NCCL chose, the network name it printed)."""
         names = self.via_nets or self.nets  # channels show what was really used
-        kinds = {n: _net_kind(n) for n in names}
         for t in (Transport.SOCKET, Transport.OFI, Transport.IB):  # worst first if several
-            for name, k in kinds.items():
-                if k is t:
-                    return t, name, None
-        if self.not_found:
-            return Transport.FAILED, None, f"network {self.not_found} not found"
-        if self.provider:
-            return Transport.OFI, None, None
-        if self.ib_devices:
-            return Transport.IB, None, None
-        if self.socket_ifaces:
-            return Transport.SOCKET, None, None
-        if self.ib_no_device and not self.unknown_nets:
-            return Transport.FAILED, None, "NET/IB : No device found, and no other network"
-        return Transport.NONE, None, None
+            for name in names:
+                if _net_kind(name) is t:
+                    return t, name
+        kind = self.weak_kind
+        if kind is Transport.OFI and self.plugin_failed_seq > self.provider_seq:
+            kind = None  # the plugin picked a provider, then gave up
+        return kind, None
 
-    def report(self) -> RankReport:
-        transport, network, failure = self.classify()
-        ofi = transport is Transport.OFI
-        return RankReport(
+    def failure(self, selected: Transport | None) -> tuple[str | None, Transport | None]:
+        """(why init failed, the transport it was trying), or (None, None)."""
+        completed_after = self.complete_seq > max(self.sel_seq, 0)
+        if self.not_found and self.complete_seq < self.fatal_seq:
+            name = self.not_found
+            return f"network {name} not found", _net_kind(name) or (
+                Transport.OFI if "ibfabric" in name or "OFI" in name else None)
+        if self.fatal_msg and self.complete_seq < self.fatal_seq:
+            return self.fatal_msg, selected or _attempted_from_env(self.env)
+        why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
+        if selected is not None or self.err_msg:
+            # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since
+            if self.top_seq > self.sel_seq and self.complete_seq < self.top_seq:
+                return why, selected or self.err_kind
+            # a network error after the choice, before init completed (or while setting a
+            # connection up), and no channel set up after it
+            late_setup = self.setup_seq > self.sel_seq and self.chan_seq < self.setup_seq
+            if self.err_seq > self.sel_seq and (late_setup or not completed_after) \
+                    and self.chan_seq < self.err_seq:
+                return why, selected or self.err_kind
+        if selected is None and self.ib_no_device and not self.unknown_nets \
+                and not self.plugin_failed and self.complete_seq < 0:
+            return "NET/IB : No device found, and no other network", Transport.IB
+        return None, None
+
+    def report(self, inter_node: bool | None, lf_providers: Iterable[str] = ()) -> RankReport:
+        selected, network = self.selection()
+        failure, attempted = self.failure(selected)
+        if failure is not None:
+            chosen = Transport.FAILED
+        else:
+            chosen = selected or Transport.NONE
+            attempted = None
+        transport = chosen
+        if chosen is not Transport.FAILED and inter_node is False:
+            transport = Transport.NONE
+        named = self.provider or next(iter(self.named_providers), None) or next(
+            iter(lf_providers), None)
+        return RankReport._of(
             host=self.host,
             pid=self.pid,
             rank=self.rank if self.rank is not None else self.rank_hint,
@@ -602,11 +1056,11 @@ class _Proc:
             cuda_dev=self.dev,
             transport=transport,
             network=network,
-            provider=self.provider if ofi else None,
-            ofi_fabric=self.ofi_fabric if ofi else None,
-            nics=self.nics if ofi else None,
-            ib_devices=tuple(self.ib_devices),
-            socket_ifaces=tuple(self.socket_ifaces),
+            provider=_ofi_base_provider(named),
+            ofi_fabric=self.ofi_fabric,
+            nics=self.nics,
+            ib_devices=tuple(self.ib_devices) if self.ib_devices else (),
+            socket_ifaces=tuple(self.socket_ifaces) if self.socket_ifaces else (),
             net_channels=self.net_channels,
             gdrdma=self.gdrdma if self.net_channels else None,
             nccl_version=self.nccl_version,
@@ -617,9 +1071,28 @@ class _Proc:
             plugin_missing=self.plugin_missing,
             ib_no_device=self.ib_no_device,
             failure=failure,
-            nccl_warnings=tuple(self.nccl_warnings),
+            nccl_warnings=tuple(self.nccl_warnings) if self.nccl_warnings else (),
             sources=tuple(self.sources),
+            selected=chosen,
+            attempted=attempted,
+            inter_node=inter_node,
+            provider_stack=named,
+            plugin_failed=self.plugin_failed,
+            library=self.library,
         )
+
+    def inter_node(self) -> bool | None:
+        """What this process's own lines say about traffic between nodes."""
+        if self.nnodes is not None:
+            return self.nnodes > 1
+        if self.net_channels:
+            return True
+        return None
+
+
+def _attempted_from_env(env: Mapping[str, str]) -> Transport | None:
+    name = env.get("NCCL_NET")
+    return _net_kind(name.strip().strip("'\"")) if name else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -637,7 +1110,7 @@ def _coerce_fabric(fabric: Fabric | str | None) -> Fabric | None:
 
 
 class LogAnalyser:
-    """Streaming analyser: `feed()` lines (from one or more files) then `result()`.
+    """Streaming analyser: `feed()` lines or `feed_stream()` streams, then `result()`.
 
     Parameters
     ----------
@@ -667,6 +1140,12 @@ class LogAnalyser:
         self._ibverbs_no_driver = 0
         self._ibverbs_hosts: list[str] = []
         self._dropped_procs = 0
+        self._lf_by_pid: dict[int, list[str]] = {}  # libfabric's own lines, by process id
+        self._lf_providers: Counter[str] = Counter()
+        self._log_env: dict[str, set[str]] = {}  # NCCL_*/FI_* settings a job script echoed
+        self._binary_sources: list[str] = []
+        # (source, text before " NCCL ") -> its process: a prefix is parsed once
+        self._prefixes: dict[tuple[str, str], _Proc] = {}
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -675,30 +1154,163 @@ class LogAnalyser:
         return self
 
     def feed(self, line: str | bytes, source: str | None = None) -> None:
-        src = source or self.source
-        if not self._sources or self._sources[-1] != src:
-            if src not in self._sources and len(self._sources) < 1024:
-                self._sources.append(src)
+        """One line (a trailing newline is fine)."""
+        src = self._source_name(source)
         if isinstance(line, (bytes, bytearray)):
             line = bytes(line[:MAX_LINE_CHARS * 4]).decode("utf-8", "replace")
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         self._lines += 1
-        if "\x1b" in line:
-            line = _ANSI.sub("", line)
-        # CR (CRLF, progress bars) and embedded newlines end a line, too.
-        for piece in re.split(r"[\r\n]", line) if ("\r" in line or "\n" in line) else (line,):
-            if piece:
-                self._piece(_CTRL.sub("", piece) if _CTRL.search(piece) else piece, src)
+        if not line.isprintable():  # tabs, CR, colours, NUL: the rare case
+            if "\x1b" in line:
+                line = _ANSI.sub("", line)
+            if _CTRL.search(line):
+                line = _CTRL.sub("", line)
+        line = line.rstrip("\n")
+        for piece in line.split("\n") if "\n" in line else (line,):
+            if _triggers(piece):
+                self._line(piece, src)
+
+    def feed_stream(self, stream: IO[bytes], source: str | None = None,
+                    block_bytes: int = BLOCK_BYTES) -> StreamStats:
+        """A whole binary stream, read in blocks: linear time, memory bounded by the block
+        and line limits. Stops early on binary data (see StreamStats.binary)."""
+        src = self._source_name(source)
+        stats = StreamStats()
+        limit = MAX_LINE_CHARS * 4  # bytes of one line kept (UTF-8: up to 4 per character)
+        carry = b""  # the start of a line that the next block ends
+        skipping = False  # inside an over-long line: drop bytes up to the next newline
+        binary_run = 0
+        while True:
+            raw = stream.read(block_bytes)
+            if not raw:
+                break
+            stats.bytes_read += len(raw)
+            block = raw
+            if b"\0" in raw or not raw.isascii():  # C-speed tests; else plain ASCII text
+                block = raw.translate(None, _CTRL_BYTES)  # control bytes go, as feed drops them
+                if len(raw) - len(block) > len(raw) // 20:  # >5% control bytes: not text
+                    binary_run += len(raw)
+                    if binary_run >= BINARY_STOP_BYTES:
+                        stats.binary = True
+                        _add_capped(self._binary_sources, src, 64)
+                        return stats
+                else:
+                    binary_run = 0
+            else:
+                binary_run = 0
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    continue
+                block, skipping = block[nl + 1:], False
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                carry += block
+            else:
+                self._text_block(carry + block[:cut + 1] if carry else block[:cut + 1], src,
+                                 stats)
+                carry = block[cut + 1:]
+            if len(carry) > limit:
+                self._text_block(carry[:limit], src, stats)  # one line, cut
+                carry, skipping = b"", True
+        if carry:
+            self._text_block(carry, src, stats)
+        return stats
+
+    def _text_block(self, data: bytes, src: str, stats: StreamStats) -> None:
+        """Scan whole lines (a last one may lack its newline), control bytes removed."""
+        if not stats.text and data.strip():
+            stats.text = True
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        stats.lines += lines
+        self._lines += lines
+        if b"\x1b" in data:
+            data = _ANSI_BYTES.sub(b"", data).replace(b"\x1b", b"")  # and a stray ESC
+        self._scan(data, src)
+
+    def _source_name(self, source: str | None) -> str:
+        src = source or self.source
+        if not self._sources or self._sources[-1] != src:
+            if src not in self._sources and len(self._sources) < 1024:
+                self._sources.append(src)
+        return src
+
+    def _scan(self, data: bytes, src: str) -> None:
+        """Parse the lines of `data` that a trigger pass finds (decoding only those);
+        the rest is skipped at the regex engine's speed."""
+        hits: list[int] = []
+        for i, rx in enumerate(_PASSES):
+            if i == _BARE_PASS:
+                hits += [m.start() + 1 for m in rx.finditer(data)]
+                if _FIRST_LINE.match(data):
+                    hits.append(0)
+            else:
+                hits += [m.start() for m in rx.finditer(data)]
+        if not hits:
+            return
+        hits.sort()
+        rfind, find, n = data.rfind, data.find, len(data)
+        end = -1
+        for p in hits:
+            if p <= end:
+                continue  # another hit on the line just parsed
+            e = find(b"\n", p)
+            if e < 0:
+                e = n
+            self._line(data[rfind(b"\n", 0, p) + 1:e].decode("utf-8", "replace"), src)
+            end = e
+
+    def _line(self, line: str, src: str) -> None:
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS]
+        if line.isprintable():  # the usual line: no CR, tab, colour or control character
+            self._piece(line, src)
+            return
+        if _CTRL.search(line):  # a BEL or BS left in ASCII text
+            line = _CTRL.sub("", line)
+        if "\r" in line:  # CR (CRLF, progress bars) ends a line too
+            for piece in line.split("\r"):
+                if piece and _triggers(piece):
+                    self._piece(piece, src)
+        else:
+            self._piece(line, src)
 
     def _piece(self, text: str, src: str) -> None:
-        if _IBVERBS_NO_DRIVER in text:
-            self._ibverbs_no_driver += 1
-            host = self._outer(text)[1].get("host")
-            if host:
-                _add_capped(self._ibverbs_hosts, host)
-        if "NCCL" not in text:
-            return
+        # Most lines come from a process seen before, with its prefix: skip to its message.
+        i = text.find(" NCCL ")
+        if i >= 0:
+            proc = self._prefixes.get((src, text[:i]))
+            if proc is not None and text.find("NCCL ", i + 6) < 0 and "lib" not in text \
+                    and "=" not in text:
+                j = text.find(" ", i + 6)
+                self._nccl_lines += 1
+                if j >= 0:
+                    proc.take(text[i + 6:j], text[j + 1:])
+                else:
+                    proc.take(text[i + 6:], "")
+                return
+        if "lib" in text:
+            if _IBVERBS_NO_DRIVER in text:
+                self._ibverbs_no_driver += 1
+                host = self._outer(text)[1].get("host")
+                if host:
+                    _add_capped(self._ibverbs_hosts, host)
+            if "libfabric:" in text:
+                m = _LIBFABRIC.search(text)
+                if m:
+                    self._take_libfabric(int(m.group("pid")), m.group("fields"))
+                    return
+        if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
+            self._take_env_assign(text)
+        if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
+            proc = self._prefixes.get((src, text[:i]))
+            if proc is not None:
+                j = text.find(" ", i + 6)
+                level = text[i + 6:j] if j >= 0 else text[i + 6:]
+                self._nccl_lines += 1
+                proc.take(level, text[j + 1:] if j >= 0 else "")
+                return
         if text.count("NCCL ") > 1:  # possibly two writers on one line
             matches = list(_NCCL_PREFIX.finditer(text))
         else:
@@ -710,20 +1322,29 @@ class LogAnalyser:
             m = matches[-1]
             msg = text[m.end():]
             if "NCCL INFO" in msg or "NCCL WARN" in msg:
-                return  # a merged line whose second prefix could not be split off
-            proc = self._proc((m.group("host"), int(m.group("pid"))), m.group("host"),
-                              int(m.group("pid")), True, src)
+                return  # a spliced line whose second prefix could not be split off
+            host, pid = m.group("host"), int(m.group("pid"))
+            proc = self._proc((host, pid), host, pid, True, src)
             if proc is None:
                 return
             if proc.dev is None:
                 proc.dev = int(m.group("dev"))
             if proc.rank_hint is None and "rank" in labels:
                 proc.rank_hint = labels["rank"]
+            if len(matches) == 1 and m.start("level") == i + 6 and m.end() == i + 7 + len(
+                    m.group("level")):  # the next line with this prefix skips the parse
+                if len(self._prefixes) >= 4 * MAX_PROCESSES:
+                    self._prefixes.clear()
+                self._prefixes[(src, text[:i])] = proc
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
             return
         rest, labels = self._outer(text)
-        if _BARE_VERSION.match(rest):
+        dev: int | None = None
+        d = _DEV_NCCL.match(rest)
+        if d:
+            dev, level, msg = int(d.group("dev")), d.group("level"), rest[d.end():]
+        elif _BARE_MSG.match(rest):
             level, msg = "INFO", rest
         else:
             b = _BARE_NCCL.match(rest)
@@ -736,26 +1357,57 @@ class LogAnalyser:
         if proc is None:
             return
         proc.label = label
+        if proc.dev is None:
+            proc.dev = dev
         if proc.rank_hint is None and "rank" in labels:
             proc.rank_hint = labels["rank"]
         self._nccl_lines += 1
         proc.take(level, msg)
+
+    def _take_libfabric(self, pid: int, fields: str) -> None:
+        for f in fields.split(":"):
+            base = _ofi_base_provider(f)
+            if base in _OFI_PROVIDERS:
+                if len(self._lf_providers) < 64 or base in self._lf_providers:
+                    self._lf_providers[base] += 1
+                if base not in _HELPER_PROVIDERS:
+                    got = self._lf_by_pid.get(pid)
+                    if got is None and len(self._lf_by_pid) < MAX_PROCESSES:
+                        self._lf_by_pid[pid] = [base]
+                    elif got is not None:
+                        _add_capped(got, base, 4)
+                return
+
+    def _take_env_assign(self, text: str) -> None:
+        for m in _ENV_ASSIGN.finditer(text):
+            key, value = m.group("key"), m.group("value")[:200]
+            vals = self._log_env.get(key)
+            if vals is None:
+                if len(self._log_env) < _MAX_ENV:
+                    self._log_env[key] = {value}
+            elif len(vals) < 4:
+                vals.add(value)
 
     @staticmethod
     def _outer(text: str) -> tuple[str, dict[str, Any]]:
         """Strip launcher prefixes; return the rest and what they said (host, rank, label)."""
         labels: dict[str, Any] = {}
         parts: list[str] = []
-        for _ in range(6):
+        for _ in range(8):
             for rx in _OUTER_PREFIXES:
                 m = rx.match(text)
                 if m:
                     g = m.groupdict()
                     if g.get("kind") == "rank":
                         labels["rank"] = int(g["n"])
+                    if g.get("ompi") is not None:
+                        labels["rank"] = int(g["ompi"])
                     if g.get("host"):
                         labels["host"] = g["host"]
-                    parts.append(m.group(0).strip())
+                    if m.group(0).strip() and "|" not in m.group(0) and not m.group(0)[:1].isdigit():
+                        parts.append(m.group(0).strip())
+                    elif g.get("task") is not None:
+                        parts.append(m.group(0).strip())
                     text = text[m.end():]
                     break
             else:
@@ -771,8 +1423,9 @@ class LogAnalyser:
                 self._dropped_procs += 1
                 return None
             proc = self._procs[key] = _Proc(host, pid, real)
-        if src not in proc.sources:
-            _add_capped(proc.sources, src, 8)
+        if not proc.sources or proc.sources[-1] != src:
+            if src not in proc.sources:
+                _add_capped(proc.sources, src, 8)
         return proc
 
     # -- output ---------------------------------------------------------------------------
@@ -817,6 +1470,15 @@ def _most_common(values: Iterable[str | None], key=None) -> str | None:
     return max(c.items(), key=lambda kv: (kv[1], key(kv[0]) if key else kv[0]))[0]
 
 
+def _worst(ts: Iterable[Transport]) -> Transport:
+    """The transport that bounds a collective: a failed or socket rank slows all others."""
+    got = set(ts)
+    for t in (Transport.FAILED, Transport.SOCKET, Transport.OFI, Transport.IB):
+        if t in got:
+            return t
+    return Transport.NONE
+
+
 def _kind(r: RankReport) -> str:
     """What makes two ranks' transports 'the same': OFI and its provider, IB, Socket."""
     if r.transport is Transport.OFI:
@@ -834,8 +1496,12 @@ def _frac(n: int, total: int) -> str:
     return f"{n}/{total}"
 
 
-def _related(a: str, b: str) -> bool:
-    return a != b and (a.endswith(b) or b.endswith(a))
+_MERGE_HOST_MAX = 64  # cut-host repair looks at host names up to this long
+
+
+def _suffixes(host: str) -> Iterator[str]:
+    """Proper, non-empty suffixes of a host name."""
+    return (host[i:] for i in range(1, len(host)))
 
 
 def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
@@ -850,27 +1516,35 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     2. Left over (e.g. one rank per node): within one pid, a process is folded into a related
        one with more lines (ties are left alone).
 
-    Works on copies, so the analyser's own state is unchanged; the result does not depend on
-    the order of the lines of different processes.
+    Related hosts are found through an index of host-name suffixes, so the work is linear in
+    the number of processes (times the length of a host name), never pairwise. Works on
+    copies, so the analyser's own state is unchanged; the result does not depend on the
+    order of the lines of different processes.
     """
-    real = [p for p in procs if p.real and p.pid is not None]
-    if not real:
+    real = [p for p in procs if p.real and p.pid is not None
+            and 0 < len(p.host) <= _MERGE_HOST_MAX]
+    if len(real) < 2:
         return procs
     pids_on_host = Counter(p.host for p in real)
     rename: dict[str, str] = {}
     if len(pids_on_host) > 1 and max(pids_on_host.values()) > 1:
-        hosts = sorted(pids_on_host)
-        for h in hosts:
-            n = pids_on_host[h]
-            cands = [H for H in hosts if pids_on_host[H] > n and _related(h, H)]
+        # Only a host with more pids than another can be a target: index those.
+        ends_with: dict[str, list[str]] = {}
+        for H, c in pids_on_host.items():
+            if c > 1:
+                for s in _suffixes(H):
+                    ends_with.setdefault(s, []).append(H)
+        for h, n in pids_on_host.items():
+            cands = [H for H in _suffixes(h) if pids_on_host.get(H, 0) > n]
+            cands += [H for H in ends_with.get(h, ()) if pids_on_host[H] > n]
             if cands:
                 best = max(pids_on_host[H] for H in cands)
-                top = [H for H in cands if pids_on_host[H] == best]
+                top = {H for H in cands if pids_on_host[H] == best}
                 if len(top) == 1:
-                    rename[h] = top[0]
+                    rename[h] = top.pop()
     groups: dict[tuple[str, int], list[_Proc]] = {}
     for p in real:
-        groups.setdefault((rename.get(p.host, p.host), p.pid), []).append(p)
+        groups.setdefault((rename.get(p.host, p.host), p.pid), []).append(p)  # type: ignore
 
     merged: dict[int, _Proc] = {}  # id(original kept) -> merged copy
     absorbed: set[int] = set()
@@ -894,14 +1568,22 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     folded: dict[int, _Proc] = {}
     gone: set[int] = set()
     for group in by_pid.values():
-        if len(group) < 2:
-            continue
+        if len(group) < 2 or len({len(p.host) for p in group}) < 2:
+            continue  # a suffix is shorter: hosts of one length are never related
         group.sort(key=lambda p: (-p.lines, p.host))
-        for k, small in enumerate(group):
-            owners = [g for g in group[:k] if id(g) not in gone and g.lines > small.lines
-                      and _related(g.host, small.host)]
+        order = {id(p): i for i, p in enumerate(group)}
+        by_host = {p.host: p for p in group}
+        ends: dict[str, list[_Proc]] = {}
+        for p in group:
+            for s in _suffixes(p.host):
+                ends.setdefault(s, []).append(p)
+        for small in group:
+            cands = [by_host[s] for s in _suffixes(small.host) if s in by_host]
+            cands += ends.get(small.host, ())
+            owners = [g for g in cands if g.lines > small.lines and id(g) not in gone]
             if owners:
-                folded.setdefault(id(owners[0]), owners[0].copy()).absorb(small)
+                owner = min(owners, key=lambda g: order[id(g)])
+                folded.setdefault(id(owner), owner.copy()).absorb(small)
                 gone.add(id(small))
     out = []
     for p in procs:
@@ -912,6 +1594,10 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
             continue
         out.append(folded.get(id(q), q))
     return out
+
+
+def _loopback(ip: str) -> bool:
+    return ip.startswith("127.") or ip in ("::1", "0:0:0:0:0:0:0:1")
 
 
 class _Judge:
@@ -925,8 +1611,18 @@ class _Judge:
         real_sources = {s for p in procs if p.real for s in p.sources}
         self.reportable = [p for p in procs if p.real or (
             p.has_net_evidence and (p.label or not set(p.sources) & real_sources))]
+        self.inter_node, self.identities = self._inter_node()
+        pid_count = Counter(p.pid for p in self.reportable if p.pid is not None)
+        reports = []
+        for p in self.reportable:
+            own = p.inter_node()
+            inter = False if self.inter_node is False else (own if own is not None
+                                                            else self.inter_node)
+            lf = a._lf_by_pid.get(p.pid, ()) if p.pid is not None and pid_count[p.pid] == 1 \
+                else ()
+            reports.append(p.report(inter, lf))
         self.ranks = tuple(sorted(
-            (p.report() for p in self.reportable),
+            reports,
             key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,
                            r.pid if r.pid is not None else -1),
         ))
@@ -937,13 +1633,53 @@ class _Judge:
         self.warnings.append(LogWarning(code, message))
 
     # -- facts about the whole job -------------------------------------------------------
+    def _inter_node(self) -> tuple[bool | None, int]:
+        """(did traffic cross nodes: True/False/None, number of distinct hosts seen)."""
+        procs = self.all_procs
+        real = [p for p in procs if p.real]
+        ident: dict[str, set[int]] = {}
+        unknown = 0
+        world = max((p.nranks or 0 for p in procs), default=0)
+        for p in real:
+            ips = [ip for ip in p.ips if not _loopback(ip)]
+            key = p.host if not _is_redacted(p.host) else (f"ip:{ips[0]}" if ips else None)
+            if key is None:
+                unknown += 1
+                continue
+            seen = ident.setdefault(key, set())
+            if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
+                seen.update(p.ranks_seen or ({p.rank} if p.rank is not None else ()))
+        n_ident = len(ident) + (1 if unknown and not ident else 0)
+        nn = [p.nnodes for p in procs if p.nnodes is not None]
+        if any(n > 1 for n in nn):
+            return True, n_ident
+        if nn:  # every communicator that says so stays on one node
+            if any(p.nnodes is None and p.net_channels for p in procs):
+                return True, n_ident
+            return False, n_ident
+        if any(p.net_channels for p in procs):
+            return True, n_ident
+        ips = [ip for p in procs for ip in p.ips]
+        ifaces = [i for p in procs for i in p.socket_ifaces]
+        if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}):
+            return False, max(n_ident, 1)  # loopback reaches no other host
+        if not ident or unknown or not world:
+            return None, n_ident
+        if all(len(seen) >= world for seen in ident.values()):
+            return False, n_ident  # every host holds the whole communicator
+        if len(ident) > 1:
+            return True, n_ident
+        return None, n_ident
+
     def _fabric(self) -> tuple[Fabric | None, str | None]:
         if self.a.expected_fabric is not None:
             return self.a.expected_fabric, None
         for r in self.ranks:
-            if r.transport is Transport.OFI and _ofi_base_provider(r.provider) == "cxi":
+            if r.selected is Transport.OFI and r.provider == "cxi":
                 return Fabric.SLINGSHOT, "libfabric provider cxi"
         for r in self.ranks:
+            if r.selected is not Transport.SOCKET:
+                continue  # NCCL 2.4-2.6 print a NET/Socket line for their bootstrap anyway
             for i in r.socket_ifaces:
                 if i.startswith("hsn"):
                     return Fabric.SLINGSHOT, f"interface {i}"
@@ -951,80 +1687,97 @@ class _Judge:
                     return Fabric.INFINIBAND, f"interface {i}"
         return None, None
 
-    def _nodes(self) -> tuple[int | None, bool]:
-        """(node count, positively single node)."""
-        hosts = Counter(p.host for p in self.all_procs if p.real)
-        nnodes = max((p.nnodes or 0 for p in self.all_procs), default=0)
-        world = max((p.nranks or 0 for p in self.all_procs), default=0)
-        nodes = max(len(hosts), nnodes) or None
-        via_net = any(r.net_channels for r in self.ranks)
-        single = (
-            not via_net
-            and (nnodes == 1 or (nnodes == 0 and len(hosts) == 1 and world > 0
-                                 and next(iter(hosts.values())) >= world))
-            and len(hosts) <= 1
-        )
-        return nodes, single
-
     def _ll128_guard(self) -> str | None:
         env = self.a.env
         if proto_excludes_ll128(env.get("NCCL_PROTO")):
             return f"NCCL_PROTO={env['NCCL_PROTO']} (job environment)"
         if _rdzv_guarded(env):
             return "FI_CXI_RDZV_*=0 (job environment)"
-        for p in sorted(self.all_procs, key=lambda p: (p.host, p.pid or -1)):
+        for p in sorted((p for p in self.all_procs if p.env), key=lambda p: (p.host, p.pid or -1)):
             if proto_excludes_ll128(p.env.get("NCCL_PROTO")):
                 return f"NCCL_PROTO={p.env['NCCL_PROTO']} (log)"
             if _rdzv_guarded(p.env):
                 return "FI_CXI_RDZV_*=0 (log)"
+        log_env = {k: max(v) for k, v in self.a._log_env.items() if v}
+        for value in sorted(self.a._log_env.get("NCCL_PROTO", ())):
+            if proto_excludes_ll128(value):
+                return f"NCCL_PROTO={value} (log)"
+        if _rdzv_guarded(log_env):
+            return "FI_CXI_RDZV_*=0 (log)"
         return None
+
+    def _job_provider(self, on_t: list[RankReport]) -> tuple[str | None, str | None]:
+        """(base name, as printed): the ranks on the job's transport first, then any rank,
+        then libfabric's own lines, then FI_* settings the log echoes."""
+        for rs in (on_t, self.ranks):
+            stack = _most_common(r.provider_stack for r in rs)
+            if stack:
+                return _ofi_base_provider(stack), stack
+        lf = Counter({k: v for k, v in self.a._lf_providers.items() if k not in _HELPER_PROVIDERS})
+        if lf:
+            best = max(lf.items(), key=lambda kv: (kv[1], kv[0]))[0]
+            return best, best
+        env = self.a._log_env
+        for value in sorted(env.get("FI_PROVIDER", ())):
+            base = _ofi_base_provider(value)
+            if base and not value.startswith("^"):
+                return base, value
+        named = sorted({m.group("p").lower() for k in env for m in [_FI_PROV_PREFIX.match(k + "_")]
+                        if m})
+        if len(named) == 1:
+            return named[0], named[0]
+        return None, None
 
     # -- the verdict -----------------------------------------------------------------------
     def verdict(self) -> LogVerdict:
         a = self.a
         ranks = self.ranks
         fabric, inferred_from = self._fabric()
-        nodes, single = self._nodes()
         world = max((p.nranks or 0 for p in self.all_procs), default=0) or None
+        nnodes = max((p.nnodes or 0 for p in self.all_procs), default=0)
+        nodes = max(self.identities, nnodes) or None
         total = max(len(ranks), world or 0)
+        single = self.inter_node is False
 
-        with_t = [r for r in ranks if r.transport is not Transport.NONE]
-        failed = [r for r in with_t if r.transport is Transport.FAILED]
-        counts = Counter(r.transport for r in with_t)
-        transport = Transport.NONE
-        for t in (Transport.FAILED, Transport.SOCKET, Transport.OFI, Transport.IB):
-            if counts[t]:
-                transport = t
-                break
-        # Job-level values, order independent.
-        on_t = [r for r in with_t if r.transport is transport]
-        provider = _most_common(r.provider for r in on_t)
-        ofi_fabric = _most_common(r.ofi_fabric for r in on_t)
-        versions = Counter(p.nccl_version for p in self.all_procs if p.nccl_version)
-        nccl_version = _most_common(
-            (p.nccl_version for p in self.all_procs), key=_version_tuple)
-        plugin = _most_common(p.plugin for p in self.all_procs)
-        plugin_api = _most_common(p.plugin_api for p in self.all_procs)
-        plugin_version = _most_common(p.plugin_version for p in self.all_procs)
-        libfabric_version = _most_common(p.libfabric_version for p in self.all_procs)
+        with_sel = [r for r in ranks if r.selected is not Transport.NONE]  # chose or failed
+        active = [r for r in ranks if r.transport is not Transport.NONE]  # across nodes
+        failed = [r for r in ranks if r.transport is Transport.FAILED]
+        transport = _worst(r.transport for r in active)
+        selected = _worst(r.selected for r in with_sel)
+        attempted_s = _most_common(r.attempted.value for r in failed if r.attempted)
+        attempted = Transport(attempted_s) if attempted_s else None
+        on_t = [r for r in active if r.transport is transport]
+        provider, provider_stack = self._job_provider(on_t)
+        ofi_fabric = _most_common(r.ofi_fabric for r in on_t if r.transport is Transport.OFI)
+        told = [p for p in self.all_procs if p.nccl_version or p.plugin or p.plugin_version
+                or p.libfabric_version]  # most processes print none of these
+        versions = Counter(p.nccl_version for p in told if p.nccl_version)
+        nccl_version = _most_common((p.nccl_version for p in told), key=_version_tuple)
+        libs = {p.library for p in told if p.library}
+        library = "rccl" if "rccl" in libs else ("nccl" if libs else None)
+        plugin = _most_common(p.plugin for p in told)
+        plugin_api = _most_common(p.plugin_api for p in told)
+        plugin_version = _most_common(p.plugin_version for p in told)
+        libfabric_version = _most_common(p.libfabric_version for p in told)
 
         def is_fast(r: RankReport) -> bool:
-            base = _ofi_base_provider(r.provider)
             if r.transport is Transport.FAILED:
                 return False
             if fabric is Fabric.SLINGSHOT:
-                return r.transport is Transport.OFI and base in (None, "cxi")
+                return r.transport is Transport.OFI and r.provider in (None, "cxi")
             if fabric is Fabric.INFINIBAND:
                 return r.transport is Transport.IB or (
-                    r.transport is Transport.OFI and base in _IB_OFI_PROVIDERS)
+                    r.transport is Transport.OFI and r.provider in _IB_OFI_PROVIDERS)
             return True  # ethernet / unknown fabric: sockets are the expected path
 
-        slow = [r for r in with_t if not is_fast(r)]
+        slow = [r for r in active if not is_fast(r)]
+        kinds = Counter(_kind(r) for r in active if r.transport is not Transport.FAILED)
+        mixed = len(kinds) > 1
         if failed:
             verdict = Verdict.FAILED
-        elif not with_t:
+        elif not with_sel:
             verdict = Verdict.NONE
-        elif single:
+        elif not active:
             verdict = Verdict.SINGLE_NODE
         elif slow:
             verdict = Verdict.FALLBACK
@@ -1044,11 +1797,13 @@ class _Judge:
                       "with NCCL_NET; a cudart-dynamic plugin needs libcudart.so)")
         other_failed = [r for r in failed if r.failure and not r.failure.startswith("network ")]
         if other_failed:
+            what = other_failed[0].attempted
+            trying = f" while trying {what.value}" if what else ""
             self.warn("net-init-failed",
-                      f"NCCL found no usable network on {_frac(len(other_failed), total)} ranks "
-                      f"({other_failed[0].failure})")
-        sockets = [r for r in with_t if r.transport is Transport.SOCKET]
-        if sockets and fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND) and not single:
+                      f"NCCL network init failed on {_frac(len(other_failed), total)} ranks"
+                      f"{trying} ({other_failed[0].failure})")
+        sockets = [r for r in active if r.transport is Transport.SOCKET]
+        if sockets and fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
             hint = (
                 'the libfabric plugin (aws-ofi-nccl) did not load; set NCCL_NET="AWS Libfabric" '
@@ -1070,7 +1825,7 @@ class _Judge:
                       "check FI_PROVIDER and the host libfabric/libcxi binds")
         if fabric is Fabric.SLINGSHOT:
             missing = [p for p in self.all_procs if p.plugin_missing and not p.plugin
-                       and not p.plugin_version and p.report().transport is not Transport.OFI]
+                       and not p.plugin_version and p.selection()[0] is not Transport.OFI]
             if missing:
                 line = _most_common(p.plugin_missing for p in missing)
                 self.warn("plugin-missing",
@@ -1090,18 +1845,16 @@ class _Judge:
                       "libibverbs: no userspace device-specific driver found"
                       f"{where}: the image lacks the verbs provider (ibverbs-providers / "
                       "libmlx5); NCCL cannot use InfiniBand and drops to TCP")
-        kinds = Counter(_kind(r) for r in with_t)
-        if len(kinds) > 1:
+        if mixed:
             parts = ", ".join(f"{k} on {_frac(n, total)}" for k, n in
                               sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
             self.warn("mixed-transports", f"ranks use different transports: {parts} ranks")
         ll128_guard = self._ll128_guard()
         vt = _version_tuple(nccl_version)
-        on_cxi = [r for r in with_t if r.transport is Transport.OFI and (
-            _ofi_base_provider(r.provider) == "cxi"
-            or (r.provider is None and fabric is Fabric.SLINGSHOT))]
-        hazard = (bool(on_cxi) and vt[:2] >= _LL128_MIN_VERSION and ll128_guard is None
-                  and not single)  # one node: no NIC path, no hazard
+        on_cxi = [r for r in active if r.transport is Transport.OFI and (
+            r.provider == "cxi" or (r.provider is None and fabric is Fabric.SLINGSHOT))]
+        hazard = (bool(on_cxi) and library != "rccl" and vt[:2] >= _LL128_MIN_VERSION
+                  and ll128_guard is None)  # one node: no NIC path, no hazard
         if hazard:
             self.warn("ll128-hazard",
                       f"NCCL {nccl_version} (>= 2.27) on the OFI/cxi path without "
@@ -1113,13 +1866,13 @@ class _Judge:
                       "processes report different NCCL versions: "
                       + ", ".join(sorted(versions, key=_version_tuple)))
         if fabric is Fabric.SLINGSHOT:
-            noprov = [r for r in with_t if r.transport is Transport.OFI and not r.provider]
+            noprov = [r for r in active if r.transport is Transport.OFI and not r.provider]
             if noprov:
                 self.warn("provider-unknown",
                           f"no 'NET/OFI Selected provider is ...' line on "
                           f"{_frac(len(noprov), total)} ranks: cannot confirm the cxi provider")
         if fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
-            fast_chan = [r for r in with_t if is_fast(r) and r.net_channels]
+            fast_chan = [r for r in active if is_fast(r) and r.net_channels]
             if fast_chan and not any(r.gdrdma for r in fast_chan):
                 self.warn("no-gdrdma",
                           "no 'via NET/.../GDRDMA' channel: GPUDirect RDMA is not used "
@@ -1128,23 +1881,45 @@ class _Judge:
         if unknown:
             self.warn("unknown-network",
                       "NCCL used a network this check does not know: " + ", ".join(unknown))
-        no_t = [r for r in ranks if r.transport is Transport.NONE]
-        if with_t and no_t:
+        no_t = [r for r in ranks if r.selected is Transport.NONE]
+        if with_sel and no_t:
             self.warn("ranks-without-transport",
                       f"{len(no_t)} of {len(ranks)} processes printed no network selection "
                       f"(e.g. {no_t[0].who}); the log may be cut short")
-        if world and len(ranks) < world:
+        shown = len(ranks)
+        if world:
+            covered: set[int] = set()
+            for p in self.reportable:
+                if p.nranks == world and len(covered) < world:
+                    covered.update(p.ranks_seen)
+            shown = max(shown, len(covered))
+        if world and shown < world:
             self.warn("ranks-missing",
-                      f"the log shows {len(ranks)} of {world} ranks; verdict covers those only")
-        if not with_t and fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
+                      f"the log shows {shown} of {world} ranks; verdict covers those only")
+        if not with_sel and fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
             self.warn("no-transport",
                       f"no NCCL network selection in {self._source()}: cannot confirm the "
                       f"{fab} fast path (run with NCCL_DEBUG=INFO)")
+        gave_up = [r for r in ranks if r.plugin_failed and r.transport is not Transport.FAILED
+                   and r.selected is not Transport.NONE]
+        if gave_up:
+            then = ",".join(sorted({r.selected_label for r in gave_up}))
+            self.warn("plugin-failed",
+                      f"a net plugin gave up on {_frac(len(gave_up), total)} ranks "
+                      f"({gave_up[0].plugin_failed}); NCCL went on with {then}")
+        if a._binary_sources:
+            self.warn("binary-input",
+                      f"stopped reading binary data in {', '.join(a._binary_sources)}")
+        if a._dropped_procs:
+            self.warn("processes-dropped",
+                      f"more than {MAX_PROCESSES} processes: lines of further processes "
+                      f"ignored ({a._dropped_procs} lines)")
 
         summary = self._summary(
-            verdict=verdict, transport=transport, with_t=with_t, total=total, slow=slow,
-            failed=failed, fabric=fabric, fab_note=fab_note, nccl_version=nccl_version,
-            plugin=plugin, plugin_version=plugin_version, hazard=hazard, single=single)
+            verdict=verdict, transport=transport, active=active, with_sel=with_sel, total=total,
+            slow=slow, failed=failed, fabric=fabric, fab_note=fab_note,
+            nccl_version=nccl_version, plugin=plugin, plugin_version=plugin_version,
+            hazard=hazard, library=library, kinds=kinds)
         order = {c: i for i, c in enumerate(WARNING_CODES)}
         warnings = tuple(sorted(self.warnings, key=lambda w: order[w.code]))
         return LogVerdict(
@@ -1170,34 +1945,47 @@ class _Judge:
             nccl_lines=a._nccl_lines,
             ll128_guard=ll128_guard,
             sources=tuple(a._sources),
+            selected=selected,
+            attempted=attempted,
+            mixed=mixed,
+            inter_node=self.inter_node,
+            library=library,
+            provider_stack=provider_stack,
         )
 
     def _source(self) -> str:
         s = self.a._sources or [self.a.source]
         return s[0] if len(s) == 1 else f"{s[0]} (+{len(s) - 1} more)"
 
-    def _summary(self, *, verdict, transport, with_t, total, slow, failed, fabric, fab_note,
-                 nccl_version, plugin, plugin_version, hazard, single) -> str:
+    def _summary(self, *, verdict, transport, active, with_sel, total, slow, failed, fabric,
+                 fab_note, nccl_version, plugin, plugin_version, hazard, library,
+                 kinds) -> str:
         fab = fabric.value if fabric else None
         details = []
         if nccl_version:
-            details.append(f"NCCL {nccl_version}")
+            details.append(f"{'RCCL' if library == 'rccl' else 'NCCL'} {nccl_version}")
         if plugin_version:
-            details.append(f"aws-ofi-nccl {plugin_version}")
+            details.append(f"aws-ofi-{'rccl' if library == 'rccl' else 'nccl'} {plugin_version}")
         elif plugin:
             details.append(f"plugin {plugin}")
         detail = f" ({', '.join(details)})" if details else ""
-        kinds = Counter(_kind(r) for r in with_t)
 
-        def top(rs) -> tuple[str, int]:
-            c = Counter(r.label for r in rs)
-            label, _ = max(c.items(), key=lambda kv: (kv[1], kv[0]))
-            return label, sum(1 for r in rs if r.label == label)
+        def top(rs, attr: str = "label") -> tuple[str, int]:
+            """The most common label (the most detailed on a tie: `Socket/eth0` over a rank
+            that printed only channel lines) and how many ranks share its kind."""
+            c = Counter(getattr(r, attr) for r in rs)
+            label = max(c.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+            kind = label.split("/", 1)[0] if not label.startswith("OFI/") else label
+            return label, sum(1 for r in rs if getattr(r, attr) == label
+                              or (kind != label and getattr(r, attr).split("/", 1)[0] == kind))
 
         if verdict is Verdict.FAILED:
             reason = _most_common(r.failure for r in failed) or "network init failed"
+            tried = _most_common(r.attempted.value for r in failed if r.attempted)
+            trying = (f" (while trying {tried})" if tried and not reason.startswith("network ")
+                      else "")
             return (f"fabrikit: ERROR NCCL network init failed on {_frac(len(failed), total)} "
-                    f"ranks: {reason}{detail}")
+                    f"ranks: {reason}{trying}{detail}")
         if verdict is Verdict.NONE:
             base = f"no NCCL network selection seen in {self._source()}"
             if fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
@@ -1205,7 +1993,7 @@ class _Judge:
                         "(run with NCCL_DEBUG=INFO)")
             return f"fabrikit: {base} (single node, or NCCL_DEBUG=INFO not set)"
         if verdict is Verdict.SINGLE_NODE:
-            label, n = top(with_t)
+            label, n = top(with_sel, "selected_label")
             return (f"fabrikit: single node: NCCL network not used (selected {label} on "
                     f"{_frac(n, total)} ranks){detail}")
         if len(kinds) > 1:
@@ -1214,7 +2002,7 @@ class _Judge:
             tail = (f": fallback on {len(slow)} ranks on {_a(fab)} fabric{fab_note}"
                     if slow else "")
             return f"fabrikit: WARNING mixed transports: {parts} ranks{tail}"
-        label, n = top(with_t)
+        label, n = top(active)
         if verdict is Verdict.FALLBACK:
             if transport is Transport.SOCKET:
                 why = f"NCCL fell back to TCP sockets on {_a(fab)} fabric{fab_note} (5-40x slower)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 DEFAULT_CUDA = "12.6"
 
@@ -344,3 +344,355 @@ def to_bytes(lines: Iterable[str], *, crlf: bool = False, colour: bool = False,
 def write_log(path: Path, lines: Iterable[str], **kw) -> Path:
     path.write_bytes(to_bytes(lines, **kw))
     return path
+
+
+# --------------------------------------------------------------------------------------------
+# Formats met in the field (fabric-facts.md, "Real-world NCCL logs"). Written from the facts
+# listed there; no third-party log is copied.
+
+
+def _ip(rank: int, gpn: int, net: int = 100) -> str:
+    return f"10.{net}.0.{rank // gpn % 250 + 1}"
+
+
+def legacy_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.4.8", *,
+                net: str = "IB", gpn: int = 4, dev: int | None = None, iface: str = "ib0",
+                devices: Sequence[str] = ("mlx5_0:1",), provider: str = "efa",
+                ring: bool = True, version_line: bool | None = None,
+                nnodes: int | None = None, complete: bool = True) -> list[str]:
+    """A rank of NCCL 2.2 to 2.17, in that version's words.
+
+    2.2-2.3: `NET : Using interface`, `NET/IB : Using interface X for sideband
+    communication`, one `NET/IB: [n] dev/IB` line per device, `Using internal Network X`,
+    `rank N nranks M`, ring lines `Ring 00 : a -> b via NET/X/0`.
+    2.4-2.6: a `NET/Socket : Using [0]iface` bootstrap line on every rank whatever the data
+    path, no `Using network` line, ring lines (2.4 `a -> b`, 2.5+ `a[bus] -> b[bus]`).
+    2.7-2.11: `Using network X`, `Channel 00 : a[bus] -> b[bus] [receive] via NET/X/0`.
+    2.12-2.17: `Channel 00/0 : ...`. `net` is IB, Socket or "AWS Libfabric"."""
+    v = _vt(nccl)[:2]
+    d = rank % gpn if dev is None else dev
+    multi = (nnodes if nnodes is not None else nranks // gpn) > 1
+    ip = _ip(rank, gpn)
+    msgs: list[str] = []
+    ofi = net in ("AWS Libfabric", "Libfabric", "OFI")
+    if v <= (2, 3):
+        msgs.append(f"NET : Using interface {iface}:{ip}<0>")
+        if net == "IB":
+            msgs.append(f"NET/IB : Using interface {iface} for sideband communication")
+            msgs += [f"NET/IB: [{i}] {x}/IB" for i, x in enumerate(devices)]
+            msgs.append("Using internal Network IB")
+        elif ofi:
+            msgs += ["NET/OFI Selected Provider is " + provider, f"Using network {net}"]
+        else:
+            msgs += ["NET/IB : No device found.", "NET/Socket : 1 interfaces found",
+                     "Using internal Network Socket"]
+        msgs.append(f"rank {rank} nranks {nranks}")
+    else:
+        msgs.append(f"NET/Socket : Using [0]{iface}:{ip}<0>")  # 2.4-2.6: bootstrap, every rank
+        if ofi:
+            msgs += [f"NET/Plugin: Loaded net plugin {net} (v2)",
+                     f"NET/OFI Selected Provider is {provider}"]
+        else:
+            msgs.append("NET/Plugin : No plugin found (libnccl-net.so).")
+            if net == "IB":
+                devs = " ".join(f"[{i}]{x}/IB" for i, x in enumerate(devices))
+                msgs.append(f"NET/IB : Using {devs} ; OOB {iface}:{ip}<0>")
+            else:
+                msgs.append("NET/IB : No device found.")
+        if v >= (2, 7):
+            msgs.append(f"Using network {net}")
+    lines = [info(host, pid, d, m) for m in msgs]
+    if version_line or (version_line is None and rank == 0):
+        lines.insert(1, f"NCCL version {nccl}+cuda10.1")  # printed without NCCL's prefix
+    peer = (rank + gpn) % nranks
+    chan = []
+    if ring:
+        for ch in range(2):
+            for a, b, way in ((peer, rank, "receive"), (rank, peer, "send")):
+                if not multi:
+                    chan.append(f"Ring {ch:02d} : {rank}[{d}] -> {rank - d + (d + 1) % gpn}"
+                                f"[{(d + 1) % gpn}] via P2P/IPC")
+                    break
+                if v <= (2, 4):
+                    head, ends = f"Ring {ch:02d}", f"{a} -> {b}"
+                    ways = "" if v <= (2, 3) else f" [{way}]"
+                elif v <= (2, 6):
+                    head, ends, ways = f"Ring {ch:02d}", f"{a}[{d}000] -> {b}[{d}000]", f" [{way}]"
+                elif v <= (2, 11):
+                    head, ends, ways = f"Channel {ch:02d}", f"{a}[{d}000] -> {b}[{d}000]", f" [{way}]"
+                else:
+                    head, ends, ways = f"Channel {ch:02d}/0", f"{a}[{d}] -> {b}[{d}]", f" [{way}]"
+                chan.append(f"{head} : {ends}{ways} via NET/{net}/0")
+    lines += [info(host, pid, d, m, tid=pid + 7) for m in chan]
+    if complete:
+        if v <= (2, 3):
+            lines.append(info(host, pid, d, f"comm 0x7f00{rank:04x} rank {rank} nranks {nranks}"))
+        else:
+            lines.append(info(host, pid, d, f"comm 0x7f00{rank:04x} rank {rank} nranks {nranks} "
+                                            f"cudaDev {d} nvmlDev {d} - Init COMPLETE"))
+    return lines
+
+
+def plugin_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.21.5", *,
+                plugin: str, net_name: str, device_line: str | None = None, gpn: int = 4,
+                dev: int | None = None, nnodes: int | None = None, channels: bool = True,
+                gdr: bool = True) -> list[str]:
+    """A rank whose net plugin is not aws-ofi-nccl: `NCCL RDMA Plugin` with IBext (verbs,
+    SHARP), Google's FastSocket (TCP), UCX."""
+    d = rank % gpn if dev is None else dev
+    msgs = _common_head(rank, nccl, None, None, "eth0")
+    msgs.append(f"NET/Plugin: Loaded net plugin {plugin}")
+    if device_line:
+        msgs.append(device_line.format(ip=_ip(rank, gpn)))
+    msgs += ["Using non-device net plugin version 0", f"Using network {net_name}"]
+    lines = _rank_lines(host, pid, rank, nranks, d, msgs, gpn=gpn, nccl=nccl, nnodes=nnodes,
+                        comm=True)
+    if channels:
+        multi = (nnodes if nnodes is not None else nranks // gpn) > 1
+        lines += [info(host, pid, d, m, tid=pid + 7) for m in
+                  channel_msgs(rank, nranks, d, net_name if multi else None, gpn, gdr)]
+    return lines
+
+
+def ofi_fails_then(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.21.5", *,
+                   then: str = "Socket", why: str = "Couldn't open CQ. RC: -22, ERROR: Invalid "
+                   "argument", provider: str = "efa", gpn: int = 4, iface: str = "eth0",
+                   libfabric_lines: bool = True) -> list[str]:
+    """The OFI plugin loads, fails during its own init on this rank, and NCCL goes on with
+    its internal IB or Socket transport (a fallback, not a failure)."""
+    d = rank % gpn
+    out = [info(host, pid, d, m) for m in _common_head(rank, nccl, None, None, iface)]
+    out.append(info(host, pid, d, "NET/Plugin: Loaded net plugin AWS Libfabric (v8)"))
+    out.append(info(host, pid, d, "NET/OFI Initializing aws-ofi-nccl 1.11.0"))
+    if libfabric_lines:
+        out.append(f"libfabric:{pid}:1732779731::{provider}:cq:{provider}_cq_open():92<warn> "
+                   "Unable to create extended CQ: Cannot allocate memory")
+    out += warn(host, pid, d, f"NET/OFI {why}", where="nccl_ofi_ofiutils_init_connection:274")
+    out += warn(host, pid, d, "NET/OFI aws-ofi-nccl initialization failed",
+                where="nccl_net_ofi_create_plugin:259")
+    out += warn(host, pid, d, "NET/OFI Initializing plugin failed", where="nccl_net_ofi_init:155")
+    if then == "IB":
+        out.append(info(host, pid, d, f"NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB {iface}:"
+                                      f"{_ip(rank, gpn)}<0>"))
+    else:
+        out.append(info(host, pid, d, "NET/IB : No device found."))
+        out.append(info(host, pid, d, f"NET/Socket : Using [0]{iface}:{_ip(rank, gpn)}<0>"))
+    out.append(info(host, pid, d, "Using non-device net plugin version 0"))
+    out.append(info(host, pid, d, f"Using network {then}"))
+    out += [info(host, pid, d, m) for m in comm_msgs(rank, nranks, d, nccl, nranks // gpn, gpn)]
+    out += [info(host, pid, d, m, tid=pid + 7)
+            for m in channel_msgs(rank, nranks, d, then, gpn, gdr=then == "IB")]
+    return out
+
+
+def ofi_verbs_then_ib(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.27.5", *,
+                      gpn: int = 4) -> list[str]:
+    """The OFI plugin loads with a `verbs;ofi_rxm` provider, errors out, and NCCL assigns
+    its internal IB plugin to the communicator."""
+    d = rank % gpn
+    out = [info(host, pid, d, m) for m in _common_head(rank, nccl, None, None, "ib0")]
+    out.append(info(host, pid, d, "NET/Plugin: Loaded net plugin Libfabric (v9)"))
+    out.append(info(host, pid, d, "NET/OFI Initializing aws-ofi-nccl 1.14.0"))
+    out.append(info(host, pid, d, "NET/OFI Selected provider is verbs;ofi_rxm, fabric is "
+                                  "IB-0xfe80000000000000 (found 1 nics)"))
+    out += warn(host, pid, d, "NET/OFI Unable to find a protocol that worked. Failing "
+                "initialization.", where="nccl_net_ofi_create_plugin:300")
+    out.append(info(host, pid, d, "plugin/net.cc:118 -> 2"))
+    out.append(info(host, pid, d, "Failed to initialize NET plugin Libfabric"))
+    out.append(info(host, pid, d, f"NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:{_ip(rank, gpn)}<0>"))
+    out.append(info(host, pid, d, "Initialized NET plugin IB"))
+    out.append(info(host, pid, d, "Assigned NET plugin IB to comm"))
+    out.append(info(host, pid, d, "Using network IB"))
+    out += [info(host, pid, d, m) for m in comm_msgs(rank, nranks, d, nccl, nranks // gpn, gpn)]
+    out += [info(host, pid, d, m, tid=pid + 7) for m in channel_msgs(rank, nranks, d, "IB", gpn)]
+    return out
+
+
+# Failures after a transport was chosen: (WARN where, WARN text, chain files) per transport.
+INIT_FAILURES = {
+    "ib-create-cq": ("IB", "misc/ibvwrap.cc:268", "Call to ibv_create_cq failed",
+                     ("transport/net_ib.cc:611", "transport/net.cc:288", "init.cc:1142")),
+    "ib-modify-qp": ("IB", "misc/ibvwrap.cc:187", "Call to ibv_modify_qp failed with error "
+                     "No such device", ("transport/net_ib.cc:849", "transport/net.cc:698",
+                                        "proxy.cc:1328")),
+    "socket-wrong-type": ("Socket", "misc/socket.cc:441", "socketFinalizeAccept: wrong type "
+                          "4 != 3", ("misc/socket.cc:492", "transport/net_socket.cc:420",
+                                     "transport/net.cc:305", "init.cc:1203")),
+    "ofi-open-av": ("AWS Libfabric", "create_nccl_ofi_component:459", "NET/OFI Couldn't open "
+                    "AV. RC: -22, ERROR: Invalid argument", ("include/net.h:24",
+                                                           "transport/net.cc:291",
+                                                           "init.cc:627")),
+    "socket-family": ("Socket", "misc/socket.cc:373", "Net : Socket creation failed : Address "
+                      "family not supported", ("transport/net_socket.cc:331",
+                                               "transport/net.cc:288", "init.cc:1142")),
+}
+
+
+def failing_rank(host: str, pid: int, rank: int, nranks: int, case: str, *,
+                 nccl: str = "2.18.5", gpn: int = 4, async_thread: bool = True) -> list[str]:
+    """A rank that chose a transport (Using network, channel lines) and then failed during
+    init: a WARN and an error chain up to init.cc/group.cc, no `Init COMPLETE`."""
+    net, where, text, chain = INIT_FAILURES[case]
+    d = rank % gpn
+    if net == "IB":
+        lines = ib_rank(host, pid, rank, nranks, nccl, gpn=gpn, comm=False)
+    elif net == "Socket":
+        lines = socket_rank(host, pid, rank, nranks, nccl, iface="eth0", gpn=gpn, comm=False)
+    else:
+        lines = ofi_efa_rank(host, pid, rank, nranks, nccl, gpn=gpn, comm=False)
+    head = [m for m in comm_msgs(rank, nranks, d, nccl, nranks // gpn, gpn)
+            if "Init COMPLETE" not in m]
+    lines = lines[:4] + [info(host, pid, d, m) for m in head] + lines[4:]
+    suffix = ".cu" if _vt(nccl)[:2] <= (2, 3) else ""
+    lines += warn(host, pid, d, text, where=where.replace(".cc", suffix or ".cc"))
+    for f in chain:
+        lines.append(info(host, pid, d, f"{f.replace('.cc', suffix or '.cc')} -> 2"))
+    if async_thread:
+        lines.append(info(host, pid, d, "group.cc:64 -> 2 [Async thread]"))
+    return lines
+
+
+def single_host_job(n: int = 8, host: str = "dgx01", pid0: int = 500, *, nccl: str = "2.23.4",
+                    iface: str = "lo", one_process: bool = False, plugin: bool = True,
+                    nnodes_line: bool = False) -> list[list[str]]:
+    """All ranks on one host, printing network lines anyway: one process driving `n` GPUs
+    (`one_process`), or `n` processes (`mpirun -H localhost:n`, NCCL_SOCKET_IFNAME=lo)."""
+    streams = []
+    for r in range(n):
+        pid = pid0 if one_process else pid0 + r
+        msgs = _common_head(r, nccl, None, {"NCCL_SOCKET_IFNAME": iface}, iface)
+        if plugin:
+            msgs += ["NET/Plugin: Loaded net plugin AWS Libfabric (v6)",
+                     "NET/OFI Using aws-ofi-nccl 1.6.0",
+                     "NET/OFI Selected Provider is cxi (found 8 nics)",
+                     "Using network AWS Libfabric"]
+        else:
+            ip = "127.0.0.1" if iface == "lo" else "10.1.1.1"
+            msgs += [plugin_missing(nccl), "NET/IB : No device found.",
+                     f"NET/Socket : Using [0]{iface}:{ip}<0>", "Using network Socket"]
+        lines = [info(host, pid, r, m) for m in msgs]
+        if nnodes_line:
+            lines += [info(host, pid, r, m) for m in comm_msgs(r, n, r, nccl, 1, n)]
+        else:
+            lines.append(info(host, pid, r, f"comm 0x5500{r:02x} rank {r} nranks {n} cudaDev {r} "
+                                            "busId 1000 - Init COMPLETE"))
+        lines += [info(host, pid, r, m, tid=pid + 7) for m in channel_msgs(r, n, r, None, n)]
+        streams.append(lines)
+    return streams
+
+
+def rccl_rank(host: str, pid: int, rank: int, nranks: int, rccl: str = "2.18.3", *,
+              net: str = "AWS Libfabric", provider: str = "cxi", gpn: int = 8,
+              new_banner: bool = False, nnodes: int | None = None) -> list[str]:
+    """An RCCL rank (ROCm): `RCCL version` line, librccl-net plugin lines, aws-ofi-rccl's
+    NET/OFI lines, UCX or internal IB/Socket, channel lines with RCCL's `comm` suffix."""
+    d = rank % gpn
+    out = []
+    if rank == 0:
+        if new_banner:  # RCCL >= 2.20 prints a block without NCCL's prefix
+            out += [f"RCCL version : {rccl}-HEAD:9a0e6a1", "HIP version  : 6.2.41134-",
+                    "ROCm version : 6.2.4.0-139", f"Hostname     : {host}"]
+        else:
+            out.append(info(host, pid, d, f"RCCL version {rccl}+hip6.0 HEAD:8a3b5c1"))
+    out.append(info(host, pid, d, f"Bootstrap : Using hsn0:{_ip(rank, gpn)}<0>"))
+    if net in _OFI_NETS:
+        out += [info(host, pid, d, f"NET/Plugin: Loaded net plugin {net} (v6)"),
+                info(host, pid, d, "NET/OFI Using aws-ofi-rccl 1.4.0"),
+                info(host, pid, d, f"NET/OFI Selected Provider is {provider} (found 4 nics)")]
+    elif net == "UCX":
+        out += [info(host, pid, d, "NET/Plugin: Loaded net plugin NCCL RDMA Plugin (v5)"),
+                info(host, pid, d, f"NET/UCX : Using [0]mlx5_0:1/IB ; OOB ib0:{_ip(rank, gpn)}<0>")]
+    else:
+        out += [info(host, pid, d, "NET/Plugin: No plugin found (librccl-net.so)"),
+                info(host, pid, d, "NET/Plugin: Using internal network plugin."),
+                info(host, pid, d, f"NET/Socket : Using [0]hsn0:{_ip(rank, gpn)}<0>")]
+    out.append(info(host, pid, d, f"Using network {net}"))
+    nn = nnodes if nnodes is not None else max(1, nranks // gpn)
+    out += [info(host, pid, d, m) for m in comm_msgs(rank, nranks, d, "2.18.3", nn, gpn)]
+    comm = f" comm 0x{0x2aaf44000c00 + rank:x} nRanks {nranks:02d}"
+    out += [info(host, pid, d, m + comm, tid=pid + 7) for m in
+            channel_msgs(rank, nranks, d, net if nn > 1 else None, gpn)]
+    return out
+
+
+_OFI_NETS = ("AWS Libfabric", "Libfabric", "OFI")
+
+
+# --------------------------------------------------------------------------------------------
+# Line shapes
+
+
+def ompi_tag(lines: Iterable[str], rank: int, stream: str = "stdout") -> list[str]:
+    """Open MPI `--tag-output`: `[jobid,rank]<stdout>:`."""
+    return [f"[1,{rank}]<{stream}>:{x}" for x in lines]
+
+
+def cloudwatch(lines: Iterable[str], t0: int = 0) -> list[str]:
+    """A CloudWatch console export: `  | 2024-12-04T05:27:39.074Z | line`."""
+    out = []
+    for i, x in enumerate(lines):
+        ms = t0 + i
+        out.append(f"  | 2024-12-04T05:27:{39 + ms // 1000 % 20:02d}.{ms % 1000:03d}Z | {x}")
+    return out
+
+
+def strip_prefix(lines: Iterable[str], keep_dev: bool = False, keep_level: bool = True) -> list[str]:
+    """What reporters paste: `host:pid:tid` removed (optionally `[dev]` kept), and
+    optionally `NCCL INFO` removed too."""
+    import re as _re
+
+    pat = _re.compile(r"^[^\s:\[\]]*:\d+:\d+ (\[\d+\]) (.*?NCCL (?:INFO|WARN) )")
+    out = []
+    for x in lines:
+        m = pat.match(x)
+        if not m:
+            out.append(x)
+            continue
+        level = m.group(2) if keep_level else ""
+        if not keep_level and "WARN" in m.group(2):
+            level = m.group(2)  # a WARN keeps its word
+        head = f"{m.group(1)} " if keep_dev else ""
+        out.append(head + level + x[m.end():])
+    return out
+
+
+def redact(lines: Iterable[str], hosts: Mapping[str, str]) -> list[str]:
+    """Replace host names (a reporter hiding them: `<cluster_name>`, `nodea_ip`)."""
+    out = []
+    for x in lines:
+        for h, r in hosts.items():
+            x = x.replace(h, r)
+        out.append(x)
+    return out
+
+
+def trace_timestamps(lines: Iterable[str]) -> list[str]:
+    """NCCL_DEBUG=TRACE: a time stamp and `file:line` before the level, plus TRACE lines."""
+    import re as _re
+
+    pat = _re.compile(r"^(\S+:\d+:\d+ \[\d+\]) NCCL INFO ")
+    out = []
+    for i, x in enumerate(lines):
+        m = pat.match(x)
+        if m:
+            out.append(f"{m.group(1)} {1000.5 + i:.6f} init.cc:{100 + i} NCCL INFO {x[m.end():]}")
+            if i % 3 == 0:
+                out.append(f"{m.group(1)} {1000.7 + i:.6f} ncclCommInitRank:{200 + i} NCCL TRACE "
+                           f"comm {i} done")
+        else:
+            out.append(x)
+    return out
+
+
+OMPI_HELP = [
+    "--------------------------------------------------------------------------",
+    "WARNING: There was an error initializing an OpenFabrics device.",
+    "",
+    "  Local host:   worker-7",
+    "  Local device: mlx5_0",
+    "--------------------------------------------------------------------------",
+]
+
+
+def app_noise(i: int) -> str:
+    return f"Epoch 0 step {i}: loss=2.{i % 97:02d} lr=0.001 (rank printing 0->1 done)"

@@ -526,13 +526,13 @@ def test_merged_lines_from_two_writers():
 def test_merged_line_drops_the_cut_part():
     a = L.info("n1", 11, 0, "Using network Socket")
     b = L.info("n2", 22, 1, "Using network AWS Libfabric")
-    c = L.info("n2", 22, 1, "cudaDriverVersion 12060")  # the real n2 has more lines
+    c = L.info("n2", 22, 1, "Bootstrap : Using eth0:10.0.0.2<0>")  # the real n2 has more lines
     v = analyse([c, c, a[: len(a) - 3] + b])  # "...Using network Socn2:22:22 [1] NCCL INFO ..."
     assert [(r.host, r.transport) for r in v.ranks] == [("n2", Transport.OFI)]
     v = analyse([c, a[: len(a) - 8] + " " + b])  # cut at a space: nothing to fold
     assert [(r.host, r.transport) for r in v.ranks] == [("n2", Transport.OFI)]
     tail = L.info("n1", 11, 0, "Using network Socket")[1:]  # "1:11:11 [0] ..." head lost
-    v = analyse([a[:5], tail, *[L.info("n1", 11, 0, "cudaDriverVersion 12060")] * 2])
+    v = analyse([a[:5], tail, *[L.info("n1", 11, 0, "Bootstrap : Using eth0:10.0.0.1<0>")] * 2])
     assert [(r.host, r.transport) for r in v.ranks] == [("n1", Transport.SOCKET)]
 
 

@@ -1,0 +1,649 @@
+"""check-log on the logs clusters really produce (fabric-facts.md, "Real-world NCCL logs").
+
+Every class of that section has its own test logs here, written by tests/nccl_logs.py from
+the facts listed there (no third-party log is copied), and combinations of them: old formats
+inside an Open MPI tag inside a CloudWatch export, spliced lines, stripped prefixes, redacted
+host names. The answer is read the way users and the acceptance read it: `check-log --json`
+(per rank and for the job: transport ofi|ib|socket|failed|none, provider, attempted).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import nccl_logs as L  # noqa: E402
+
+from runner.check_log_cmd import check_log  # noqa: E402
+from runner.nccl_log import LogAnalyser, Transport, Verdict, analyse  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def check(tmp_path: Path, lines: list[str], *args: str, name: str = "job.log") -> tuple[int, dict]:
+    """Run `fabrikit check-log --json` (in process) on a log; return (exit code, JSON)."""
+    path = L.write_log(tmp_path / name, lines)
+    res = CliRunner().invoke(check_log, [str(path), "--json", *args])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.output
+    return res.exit_code, json.loads(res.output)
+
+
+def ranks_of(d: dict) -> list[tuple]:
+    return [(r["rank"], r["transport"], r["provider"]) for r in d["ranks"]]
+
+
+def job(fn, nodes=2, gpn=4, **kw):
+    return L.job(fn, nodes=nodes, gpn=gpn, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Old formats: NCCL 2.2-2.3 wording, ring lines without `Using network`, 2.7-2.11 channels
+
+
+LEGACY = ("2.2.13", "2.3.7", "2.4.8", "2.5.6", "2.6.4", "2.7.8", "2.8.4", "2.10.3", "2.11.4",
+          "2.12.12", "2.14.3", "2.17.1")
+
+
+@pytest.mark.parametrize("nccl", LEGACY)
+@pytest.mark.parametrize("net,want,provider", [("IB", "ib", None), ("Socket", "socket", None),
+                                               ("AWS Libfabric", "ofi", "efa")])
+def test_legacy_versions_every_network(tmp_path, nccl, net, want, provider):
+    streams = job(L.legacy_rank, nccl=nccl, net=net, iface="eth0")
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == want and d["provider"] == provider, d["summary"]
+    assert {r["transport"] for r in d["ranks"]} == {want}
+    assert d["nccl_version"] == nccl and d["verdict"] == "fast" and code == 0
+    if net == "IB":
+        assert all(r["ib_devices"] == ["mlx5_0:1"] for r in d["ranks"])
+
+
+@pytest.mark.parametrize("nccl", ["2.4.8", "2.5.6", "2.6.4"])
+@pytest.mark.parametrize("ring", [True, False])
+def test_nccl24_bootstrap_socket_line_is_not_the_data_path(tmp_path, nccl, ring):
+    # Every rank prints `NET/Socket : Using [0]ib0` for its bootstrap; the data goes over IB.
+    streams = job(L.legacy_rank, nccl=nccl, net="IB", iface="ib0", ring=ring)
+    code, d = check(tmp_path, L.interleave(streams, 1), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    assert all(r["socket_ifaces"] == ["ib0"] and r["transport"] == "ib" for r in d["ranks"])
+    assert "socket-fallback" not in [w["code"] for w in d["warnings"]]
+
+
+def test_ring_lines_decide_over_device_lines(tmp_path):
+    # 2.4-2.6 print no `Using network`: the ring lines say Socket though a device line said IB.
+    streams = job(L.legacy_rank, nccl="2.5.6", net="IB", iface="ib0")
+    streams = [[x.replace("via NET/IB/0", "via NET/Socket/0") for x in s] for s in streams]
+    code, d = check(tmp_path, L.interleave(streams, 2), "--fabric", "infiniband")
+    assert d["transport"] == "socket" and code == 1
+
+
+def test_nccl23_source_files_end_in_cu_and_failures_are_read(tmp_path):
+    streams = job(L.failing_rank, case="ib-create-cq", nccl="2.3.7")
+    lines = L.interleave(streams, 4)
+    assert any("init.cu:" in x for x in lines) and any("ibvwrap.cu:" in x for x in lines)
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Other plugins: IBext/SHARP is IB, FastSocket is a socket transport, UCX is verbs
+
+
+def test_ibext_sharp_plugin_is_ib(tmp_path):
+    streams = job(L.plugin_rank, plugin="NCCL RDMA Plugin v6 (v6)", net_name="IBext_v8",
+                  device_line="NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/IB/SHARP [RO]; "
+                              "OOB ib0:{ip}<0>")
+    code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and d["verdict"] == "fast" and code == 0
+    assert d["plugin"] == "NCCL RDMA Plugin v6" and d["plugin_api"] == "v6"
+    assert all(r["ib_devices"] == ["mlx5_0:1", "mlx5_1:1"] and r["network"] == "IBext_v8"
+               for r in d["ranks"])
+
+
+def test_old_hpcx_p2p_plugin_ibext(tmp_path):
+    streams = job(L.plugin_rank, plugin="NCCL RDMA Plugin (v5)", net_name="IBext",
+                  device_line="P2P plugin IBext")
+    code, d = check(tmp_path, L.interleave(streams, 0))
+    assert d["transport"] == "ib" and {r["network"] for r in d["ranks"]} == {"IBext"}
+
+
+def test_fastsocket_plugin_is_a_socket_transport(tmp_path):
+    streams = job(L.plugin_rank, plugin="FastSocket (v6)", net_name="FastSocket",
+                  device_line="NET/FastSocket : Using [0]eth0:{ip}<0>", gdr=False)
+    code, d = check(tmp_path, L.interleave(streams, 5))
+    assert d["transport"] == "socket" and d["plugin"] == "FastSocket", d["summary"]
+    assert all(r["socket_ifaces"] == ["eth0"] for r in d["ranks"])
+    code, d = check(tmp_path, L.interleave(streams, 5), "--fabric", "infiniband")
+    assert d["verdict"] == "fallback" and code == 1  # a plugin loaded, still TCP
+
+
+# --------------------------------------------------------------------------------------------
+# Fallback inside one job
+
+
+def test_ofi_fails_on_some_ranks_they_fall_back_to_sockets(tmp_path):
+    ok = job(L.ofi_efa_rank, nccl="2.21.5")
+    bad = job(L.ofi_fails_then, then="Socket")
+    streams = ok[:4] + bad[4:]
+    code, d = check(tmp_path, L.interleave(streams, 7))
+    assert ranks_of(d)[:4] == [(r, "ofi", "efa") for r in range(4)]
+    assert [(r["rank"], r["transport"]) for r in d["ranks"][4:]] == [(r, "socket") for r in range(4, 8)]
+    assert d["transport"] == "socket" and d["mixed"] is True and d["provider"] == "efa"
+    codes = [w["code"] for w in d["warnings"]]
+    assert "mixed-transports" in codes and "plugin-failed" in codes
+    assert all(r["plugin_failed"] for r in d["ranks"][4:])
+    assert all(r["failure"] is None for r in d["ranks"])
+
+
+def test_ofi_fails_everywhere_then_ib(tmp_path):
+    streams = job(L.ofi_fails_then, then="IB", iface="ib0")
+    code, d = check(tmp_path, L.interleave(streams, 7), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and code == 0 and d["mixed"] is False
+    assert d["provider"] == "efa"  # libfabric's own lines named it
+
+
+def test_ofi_verbs_provider_errors_then_internal_ib(tmp_path):
+    streams = job(L.ofi_verbs_then_ib)
+    code, d = check(tmp_path, L.interleave(streams, 2), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and d["verdict"] == "fast" and code == 0, d["summary"]
+    assert d["provider"] == "verbs" and d["provider_stack"] == "verbs;ofi_rxm"
+    assert {r["network"] for r in d["ranks"]} == {"IB"}
+    assert "plugin-failed" in [w["code"] for w in d["warnings"]]
+
+
+# --------------------------------------------------------------------------------------------
+# Chosen, then failed during init: `failed`, carrying the transport it tried
+
+
+@pytest.mark.parametrize("case,attempted", [("ib-create-cq", "ib"), ("ib-modify-qp", "ib"),
+                                            ("socket-wrong-type", "socket"),
+                                            ("ofi-open-av", "ofi"), ("socket-family", "socket")])
+def test_transport_chosen_then_failed_with_an_error_chain(tmp_path, case, attempted):
+    streams = job(L.failing_rank, case=case)
+    code, d = check(tmp_path, L.interleave(streams, 9))
+    assert d["transport"] == "failed" and d["attempted"] == attempted, d["summary"]
+    assert d["selected"] == "failed" and d["verdict"] == "failed" and code == 1
+    assert all(r["transport"] == "failed" and r["attempted"] == attempted for r in d["ranks"])
+    assert L.INIT_FAILURES[case][2] in d["summary"]
+    if attempted == "ofi":
+        assert d["provider"] == "efa"
+
+
+def test_failure_on_some_ranks_fails_the_job_and_keeps_the_others(tmp_path):
+    streams = job(L.ib_rank)[:4] + job(L.failing_rank, case="ib-create-cq")[4:]
+    code, d = check(tmp_path, L.interleave(streams, 1), "--fabric", "infiniband")
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
+    assert [r["transport"] for r in d["ranks"]] == ["ib"] * 4 + ["failed"] * 4
+    assert d["summary"].startswith("fabrikit: ERROR NCCL network init failed on 4/8 ranks: "
+                                   "Call to ibv_create_cq failed (while trying ib)")
+
+
+def test_failed_init_of_any_plugin_with_nccl_net_set(tmp_path):
+    lines = []
+    for r in range(2):
+        h, pid = f"n{r}", 100 + r
+        lines += [L.info(h, pid, 0, L.env_echo("NCCL_NET", "IB")),
+                  L.info(h, pid, 0, "NET/IB : No device found."),
+                  L.info(h, pid, 0, "Failed to initialize NET plugin IB"),
+                  *L.warn(h, pid, 0, "Failed to initialize any NET plugin", where="plugin/net.cc:380"),
+                  L.info(h, pid, 0, "init.cc:1300 -> 5")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
+
+
+def test_runtime_error_after_init_complete_is_not_an_init_failure(tmp_path):
+    streams = job(L.ib_rank)
+    for r, s in enumerate(streams):
+        h, pid = L.rank_host(r), 40000 + 17 * r
+        s += L.warn(h, pid, r % 4, "NET/IB : Got completion from peer 10.1.0.2<42> with status=12 "
+                    "opcode=0 len=0 vendor err 129 (Recv)", where="transport/net_ib.cc:1696")
+        s.append(L.info(h, pid, r % 4, "transport/net.cc:1316 -> 6"))
+    code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and code == 0
+    assert all(r["nccl_warnings"] for r in d["ranks"])
+
+
+# --------------------------------------------------------------------------------------------
+# Not failures
+
+
+def test_probing_noise_is_not_a_failure(tmp_path):
+    streams = job(L.legacy_rank, nccl="2.4.8", net="AWS Libfabric", provider="efa")
+    for r, s in enumerate(streams):
+        h, pid = L.rank_host(r), 40000 + 17 * r
+        s[3:3] = [L.info(h, pid, r % 4, "NET/OFI No NIC info for dev 0"),
+                  L.info(h, pid, r % 4, "include/net.h:24 -> 2"),
+                  L.info(h, pid, r % 4, "NET/OFI No eligible providers were found; using "
+                                        "SENDRECV protocol"),
+                  L.info(h, pid, r % 4, "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' "
+                                        "(distance 7 > 6)")]
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == "ofi" and d["provider"] == "efa" and code == 0
+    assert all(r["failure"] is None for r in d["ranks"])
+
+
+def test_probe_chain_as_last_line_is_not_a_failure(tmp_path):
+    streams = job(L.ofi_efa_rank, nccl="2.23.4")
+    for r, s in enumerate(streams):
+        s.append(L.info(L.rank_host(r), 40000 + 17 * r, r % 4, "include/net.h:24 -> 2"))
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == "ofi" and code == 0
+
+
+# --------------------------------------------------------------------------------------------
+# One host is not a network
+
+
+@pytest.mark.parametrize("one_process", [True, False])
+@pytest.mark.parametrize("plugin,iface", [(True, "hsn0"), (False, "lo"), (False, "eth0")])
+def test_single_host_printing_network_lines_is_none(tmp_path, one_process, plugin, iface):
+    streams = L.single_host_job(one_process=one_process, plugin=plugin, iface=iface)
+    code, d = check(tmp_path, L.interleave(streams, 4), "--fabric", "slingshot")
+    assert d["transport"] == "none" and d["verdict"] == "single-node" and code == 0, d["summary"]
+    assert d["selected"] == ("ofi" if plugin else "socket") and d["inter_node"] is False
+    assert {r["transport"] for r in d["ranks"]} == {"none"}
+    assert "socket-fallback" not in [w["code"] for w in d["warnings"]]
+    assert "ranks-missing" not in [w["code"] for w in d["warnings"]]
+    assert d["summary"].startswith("fabrikit: single node: NCCL network not used")
+
+
+def test_mpirun_localhost_two_processes_on_loopback(tmp_path):
+    streams = L.single_host_job(n=2, host="localhost", plugin=False, iface="lo")
+    code, d = check(tmp_path, L.interleave(streams, 0))
+    assert d["transport"] == "none" and d["selected"] == "socket"
+
+
+def test_two_hosts_each_running_their_own_single_node_communicator(tmp_path):
+    a = L.single_host_job(n=6, host="gpu-a", pid0=100, plugin=False, iface="eth0")
+    b = L.single_host_job(n=6, host="gpu-b", pid0=200, plugin=False, iface="eth0")
+    code, d = check(tmp_path, L.interleave(a + b, 2), "--fabric", "infiniband")
+    assert d["transport"] == "none" and d["verdict"] == "single-node" and code == 0
+    assert len(d["ranks"]) == 12
+
+
+@pytest.mark.parametrize("net", ["Socket", "AWS Libfabric"])
+def test_nnodes_1_means_no_inter_node_traffic_whatever_the_network_lines(tmp_path, net):
+    # NCCL_P2P_DISABLE + NCCL_SHM_DISABLE on one node: channels go `via NET/...`, nNodes is 1.
+    fn = L.socket_rank if net == "Socket" else L.ofi_cxi_rank
+    streams = job(fn, nodes=1, nnodes=1)
+    for s in streams:
+        s += [x.replace("via P2P/IPC", f"via NET/{net}/0") for x in s if "via P2P/IPC" in x]
+    code, d = check(tmp_path, L.interleave(streams, 1), "--fabric", "slingshot")
+    assert d["transport"] == "none" and d["inter_node"] is False and code == 0, d["summary"]
+
+
+def test_subcommunicators_within_node_then_across_nodes(tmp_path):
+    streams = []
+    for r in range(8):
+        h, pid, dev = L.rank_host(r), 40000 + 17 * r, r % 4
+        # phase 1: a node-local communicator (4 ranks, nNodes 1), channels over P2P
+        s = L.ofi_cxi_rank(h, pid, dev, 4, nnodes=1, env={"NCCL_PROTO": "^LL128"})
+        # phase 2: the world communicator (8 ranks, nNodes 2), channels over NET
+        s += [L.info(h, pid, dev, m) for m in L.comm_msgs(r, 8, dev, "2.23.4", 2, 4,
+                                                          comm=0x66000000)]
+        s += [L.info(h, pid, dev, m, tid=pid + 9) for m in
+              L.channel_msgs(r, 8, dev, "AWS Libfabric", 4)]
+        streams.append(s)
+    code, d = check(tmp_path, L.interleave(streams, 6), "--fabric", "slingshot")
+    assert d["transport"] == "ofi" and d["provider"] == "cxi" and code == 0
+    assert [r["rank"] for r in d["ranks"]] == list(range(8)) and d["world_size"] == 8
+
+
+def test_redacted_hostnames_are_not_one_host(tmp_path):
+    # Reporters replace host names; all ranks then show `<cluster_name>`.
+    streams = job(L.socket_rank, nccl="2.10.3", iface="eth0", channels=False, comm=False)
+    lines = L.redact(L.interleave(streams, 2), {"nid001000": "<cluster_name>",
+                                                "nid001001": "<cluster_name>"})
+    code, d = check(tmp_path, lines, "--fabric", "infiniband")
+    assert d["transport"] == "socket" and d["verdict"] == "fallback" and code == 1
+    # with channel lines, certainly multi-node
+    streams = job(L.socket_rank, nccl="2.10.3", iface="eth0")
+    lines = L.redact(L.interleave(streams, 2), {"nid001000": "nodea_ip", "nid001001": "nodea_ip"})
+    code, d = check(tmp_path, lines, "--fabric", "infiniband")
+    assert d["transport"] == "socket" and d["inter_node"] is True
+
+
+def test_redacted_hosts_told_apart_by_their_bootstrap_addresses(tmp_path):
+    # no channel lines, no nNodes: the host names are redacted, the addresses are not
+    streams = job(L.legacy_rank, nccl="2.11.4", net="Socket", iface="eth0", ring=False)
+    lines = L.redact(L.interleave(streams, 2), {"nid001000": "xxx-xxx-xxx-xxx",
+                                                "nid001001": "xxx-xxx-xxx-xxx"})
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["inter_node"] is True and d["nodes"] == 2
+
+
+# --------------------------------------------------------------------------------------------
+# RCCL (LUMI: aws-ofi-rccl over cxi; UCX; sockets over hsn)
+
+
+@pytest.mark.parametrize("new_banner", [False, True])
+def test_rccl_aws_ofi_rccl_on_cxi(tmp_path, new_banner):
+    streams = L.job(L.rccl_rank, nodes=2, gpn=8, new_banner=new_banner)
+    code, d = check(tmp_path, L.interleave(streams, 3), "--fabric", "slingshot")
+    assert d["transport"] == "ofi" and d["provider"] == "cxi" and code == 0, d["summary"]
+    assert d["library"] == "rccl" and d["nccl_version"] == "2.18.3"
+    assert d["plugin_version"] == "1.4.0" and "aws-ofi-rccl 1.4.0" in d["summary"]
+    assert "ll128-hazard" not in [w["code"] for w in d["warnings"]]
+    assert d["summary"].startswith("fabrikit: transport OFI/cxi on 16/16 ranks (RCCL 2.18.3")
+
+
+def test_rccl_ucx_plugin_is_ib(tmp_path):
+    streams = L.job(L.rccl_rank, nodes=2, gpn=8, net="UCX")
+    code, d = check(tmp_path, L.interleave(streams, 3), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and d["library"] == "rccl" and code == 0
+    assert all(r["ib_devices"] == ["mlx5_0:1"] for r in d["ranks"])
+
+
+def test_rccl_socket_fallback_on_hsn(tmp_path):
+    streams = L.job(L.rccl_rank, nodes=2, gpn=8, net="Socket")
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == "socket" and d["fabric"] == "slingshot" and code == 1
+    assert all(r["plugin_missing"] for r in d["ranks"])
+
+
+def test_rccl_single_node(tmp_path):
+    streams = L.job(L.rccl_rank, nodes=1, gpn=8)
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == "none" and d["selected"] == "ofi" and d["provider"] == "cxi"
+
+
+# --------------------------------------------------------------------------------------------
+# Providers named only by libfabric's own lines or FI_* settings
+
+
+def test_provider_from_libfabric_lines_on_a_failed_job(tmp_path):
+    lines = []
+    for r in range(4):
+        h, pid = f"algo-{r // 2 + 1}", 17700 + r
+        lines += [L.info(h, pid, r % 2, "NET/Plugin: Loaded net plugin Libfabric (v8)"),
+                  L.info(h, pid, r % 2, "Using network Libfabric"),
+                  f"libfabric:{pid}:1732779731::efa:ep_ctrl:efa_rdm_ep_open():551<warn> "
+                  "Unable to create endpoint: Invalid argument",
+                  *L.warn(h, pid, r % 2, "NET/OFI Creating new endpoint for domain 0x7f9b failed: "
+                          "Invalid argument", where="nccl_net_ofi_domain_get_ep:969"),
+                  L.info(h, pid, r % 2, "init.cc:1440 -> 2")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi" and d["provider"] == "efa"
+    assert all(r["provider"] == "efa" for r in d["ranks"])
+
+
+def test_provider_from_libfabric_cxi_warnings_without_a_provider_line(tmp_path):
+    streams = job(L.ofi_cxi_rank)
+    streams = [[x for x in s if "Selected Provider" not in x] for s in streams]
+    streams[0].insert(2, "libfabric:40000:1741146011::cxi:fabric:cxip_nic_get_rgroup_vni():253"
+                         "<warn> : Failed to find valid default rgroup and vni for cxi0")
+    code, d = check(tmp_path, L.interleave(streams, 2))
+    assert d["transport"] == "ofi" and d["provider"] == "cxi"
+    assert d["ranks"][0]["provider"] == "cxi"
+
+
+@pytest.mark.parametrize("echo,want", [
+    ("FI_PROVIDER=efa", "efa"),
+    ("+ export FI_PROVIDER=cxi", "cxi"),
+    ("mpirun -x FI_PROVIDER=\"efa\" -x FI_EFA_USE_DEVICE_RDMA=1 ./all_reduce_perf", "efa"),
+    ("FI_CXI_DEFAULT_CQ_SIZE=131072", "cxi"),
+    ("libfabric:88:1700000000:efa:core:rxr_info_to_rxr():506<warn> FI_HMEM capability "
+     "requires RDMA", "efa"),
+])
+def test_provider_from_fi_settings_and_old_libfabric_lines(tmp_path, echo, want):
+    streams = job(L.ofi_cxi_rank)
+    streams = [[x for x in s if "Selected Provider" not in x] for s in streams]
+    code, d = check(tmp_path, [echo, *L.interleave(streams, 2)])
+    assert d["transport"] == "ofi" and d["provider"] == want
+
+
+def test_plugin_sets_fi_efa_variables(tmp_path):
+    streams = job(L.ofi_cxi_rank)
+    streams = [[x.replace("NET/OFI Selected Provider is cxi (found 8 nics)",
+                          "NET/OFI Setting FI_EFA_FORK_SAFE environment variable to 1")
+                for x in s] for s in streams]
+    code, d = check(tmp_path, L.interleave(streams, 2))
+    assert d["provider"] == "efa" and all(r["provider"] == "efa" for r in d["ranks"])
+
+
+# --------------------------------------------------------------------------------------------
+# Line shapes, and their combinations
+
+
+def test_old_format_inside_open_mpi_tag_inside_cloudwatch(tmp_path):
+    streams = job(L.legacy_rank, nccl="2.4.8", net="AWS Libfabric", provider="efa")
+    tagged = [L.ompi_tag(s, r) for r, s in enumerate(streams)]
+    lines = L.cloudwatch(L.interleave(tagged, 8))
+    assert lines[0].startswith("  | 2024-12-04T05:27:") and "]<stdout>:" in lines[0]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ofi" and d["provider"] == "efa" and code == 0
+    assert ranks_of(d) == [(r, "ofi", "efa") for r in range(8)]
+
+
+def test_cloudwatch_with_failure_and_fallback_mix(tmp_path):
+    streams = job(L.ofi_efa_rank, nccl="2.23.4")[:4] + job(L.ofi_fails_then)[4:]
+    lines = L.cloudwatch(L.interleave(streams, 3))
+    code, d = check(tmp_path, lines)
+    assert [r["transport"] for r in d["ranks"]] == ["ofi"] * 4 + ["socket"] * 4
+    assert d["transport"] == "socket" and d["mixed"]
+
+
+@pytest.mark.parametrize("keep_dev", [True, False])
+def test_stripped_prefixes_one_rank_per_file(tmp_path, keep_dev):
+    streams = job(L.ib_rank)
+    paths = []
+    for r, s in enumerate(streams):
+        p = L.write_log(tmp_path / f"rank{r}.log", L.strip_prefix(s, keep_dev=keep_dev))
+        paths.append(str(p))
+    res = CliRunner().invoke(check_log, [*paths, "--json", "--fabric", "infiniband"])
+    d = json.loads(res.output)
+    assert d["transport"] == "ib" and res.exit_code == 0 and len(d["ranks"]) == 8
+    assert [r["rank"] for r in d["ranks"]] == list(range(8))
+
+
+def test_stripped_host_and_level_a_pasted_snippet(tmp_path):
+    # reporters drop `host:pid:tid [dev] NCCL INFO` entirely
+    lines = L.strip_prefix(job(L.ofi_cxi_rank)[0], keep_level=False)
+    assert lines[2].startswith("Bootstrap : Using")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ofi" and d["provider"] == "cxi" and len(d["ranks"]) == 1
+
+
+def test_trace_timestamps_and_trace_lines(tmp_path):
+    streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
+    code, d = check(tmp_path, L.interleave(streams, 0))
+    assert d["transport"] == "socket" and d["fabric"] == "slingshot" and code == 1
+    assert len(d["ranks"]) == 8
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spliced_lines_with_old_formats_and_tags(tmp_path, seed):
+    streams = job(L.legacy_rank, nccl="2.6.4", net="IB", iface="ib0")
+    tagged = [L.ompi_tag(s, r) for r, s in enumerate(streams)]
+    lines = L.cut_merge(L.interleave(tagged, seed), seed, rate=0.08)
+    code, d = check(tmp_path, lines, "--fabric", "infiniband")
+    assert d["transport"] == "ib" and code == 0
+    assert {r["transport"] for r in d["ranks"]} <= {"ib", "none"}
+
+
+def test_app_output_and_open_mpi_help_text_interleaved(tmp_path):
+    streams = job(L.ib_rank)
+    streams.append([L.app_noise(i) for i in range(50)] + L.OMPI_HELP * 3)
+    code, d = check(tmp_path, L.interleave(streams, 1), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and len(d["ranks"]) == 8 and code == 0
+
+
+def test_srun_label_and_stripped_host_with_redaction(tmp_path):
+    streams = job(L.ofi_cxi_rank, env={"NCCL_PROTO": "^LL128"})
+    labelled = [L.outer_prefix(L.strip_prefix(s, keep_dev=True), "srun", rank=r)
+                for r, s in enumerate(streams)]
+    code, d = check(tmp_path, L.interleave(labelled, 2), "--fabric", "slingshot")
+    assert d["transport"] == "ofi" and d["provider"] == "cxi" and code == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Interface names lie
+
+
+@pytest.mark.parametrize("iface", ["hsn0", "ib0", "ibs85f0"])
+def test_socket_over_a_fast_looking_interface_is_socket(tmp_path, iface):
+    streams = job(L.socket_rank, iface=iface, env={"NCCL_IB_DISABLE": "1"}, ib_no_device=False)
+    code, d = check(tmp_path, L.interleave(streams, 0))
+    assert d["transport"] == "socket" and code == 1
+    assert all(r["ib_devices"] == [] for r in d["ranks"])
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming, bounds and the two input paths
+
+
+CASES = {
+    "legacy-ofi-cloudwatch": lambda: L.cloudwatch(L.interleave(
+        [L.ompi_tag(s, r) for r, s in enumerate(job(L.legacy_rank, net="AWS Libfabric"))], 1)),
+    "fallback": lambda: L.interleave(job(L.ofi_efa_rank)[:4] + job(L.ofi_fails_then)[4:], 2),
+    "failed": lambda: L.interleave(job(L.failing_rank, case="socket-wrong-type"), 3),
+    "single": lambda: L.interleave(L.single_host_job(one_process=True), 4),
+    "rccl": lambda: L.interleave(L.job(L.rccl_rank, nodes=2, gpn=8, new_banner=True), 5),
+    "spliced": lambda: L.cut_merge(L.interleave(job(L.ofi_cxi_rank), 6), 6, rate=0.1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("block", [64, 4096, 1 << 20])
+def test_line_by_line_and_block_reads_agree(case, block):
+    lines = CASES[case]()
+    body = L.to_bytes(lines, crlf=case == "fallback", colour=case == "failed")
+    a = LogAnalyser(source="x")
+    for line in body.splitlines(keepends=True):
+        a.feed(line)
+    b = LogAnalyser(source="x")
+    stats = b.feed_stream(io.BytesIO(body), block_bytes=block)
+    assert stats.text and not stats.binary and stats.bytes_read == len(body)
+    assert a.result().to_dict() == b.result().to_dict()
+
+
+def test_over_long_line_is_cut_and_reading_goes_on():
+    body = b"x" * (3 << 20) + b"\n" + L.to_bytes(L.interleave(job(L.ib_rank), 0))
+    a = LogAnalyser()
+    stats = a.feed_stream(io.BytesIO(body), block_bytes=1 << 16)
+    v = a.result()
+    assert v.transport is Transport.IB and len(v.ranks) == 8 and not stats.binary
+
+
+def test_binary_stream_stops_with_a_warning_after_text():
+    text = L.to_bytes(L.interleave(job(L.ib_rank), 0))
+    a = LogAnalyser()
+    stats = a.feed_stream(io.BytesIO(text + b"\0" * (8 << 20)))
+    assert stats.binary and stats.text and stats.bytes_read < len(text) + (8 << 20)
+    v = a.result()
+    assert v.transport is Transport.IB and "binary-input" in v.warning_codes
+
+
+def test_dev_zero_returns_exit_2(tmp_path):
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "runner.check_log_cmd", "/dev/zero"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "binary data, not a text log" in proc.stderr
+
+
+def test_many_single_rank_hosts_sharing_one_pid():
+    # containers give every host the same pid: the cut-host repair must not pair them up
+    n = 4096
+    lines = [f"nid{i:06d}:42:42 [0] NCCL INFO NET/OFI Selected Provider is cxi (found 8 nics)"
+             for i in range(n)]
+    lines += [f"nid{i:06d}:42:49 [0] NCCL INFO Channel 00/0 : {i}[0] -> {(i + 1) % n}[0] [send] "
+              "via NET/AWS Libfabric/0/GDRDMA" for i in range(n)]
+    v = analyse(lines)
+    assert len(v.ranks) == n and v.transport is Transport.OFI and v.provider == "cxi"
+    assert v.verdict is Verdict.FAST and v.nodes == n
+
+
+def test_cut_hosts_still_repaired_at_scale():
+    n = 512
+    lines = []
+    for i in range(n):
+        lines += [f"nid{i:06d}:42:42 [0] NCCL INFO Bootstrap : Using hsn0:10.0.{i // 250}.{i % 250}<0>",
+                  f"nid{i:06d}:42:42 [0] NCCL INFO Using network AWS Libfabric",
+                  f"nid{i:06d}:42:42 [0] NCCL INFO NET/OFI Selected Provider is cxi (found 8 nics)"]
+    lines.append("xxx Using netnid000007:42:42 [0] NCCL INFO Using network AWS Libfabric")
+    lines.append("07:42:42 [0] NCCL INFO Using network AWS Libfabric")  # tail of a cut line
+    v = analyse(lines)
+    assert len(v.ranks) == n and {r.transport for r in v.ranks} == {Transport.OFI}
+
+
+# --------------------------------------------------------------------------------------------
+# The job epilogue prints the same verdict line
+
+
+def test_job_end_prints_the_check_log_summary(tmp_path):
+    streams = job(L.ofi_fails_then)
+    path = L.write_log(tmp_path / "job-5.log", [L.outer_prefix([x], "srun", rank=0)[0]
+                                                for x in L.interleave(streams, 3)])
+    from runner.check_log_cmd import check_files
+
+    want = check_files([str(path)], "slingshot").summary
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", "from runner.cli import main; main()", "job-end",
+                           "--status", "0", "--fabric", "slingshot", str(path)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines() == [want]
+    assert want.startswith("fabrikit: WARNING transport Socket/eth0 on 8/8 ranks")
+
+
+def test_sagemaker_mpi_tags_on_stripped_lines(tmp_path):
+    lines = []
+    for r, s in enumerate(job(L.ofi_efa_rank, nccl="2.23.4")):
+        lines += [f"[1,mpirank:{r},algo-{r // 4 + 1}]<stdout>:{x}"
+                  for x in L.strip_prefix(s, keep_level=False)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ofi" and d["provider"] == "efa"
+    assert [r["rank"] for r in d["ranks"]] == list(range(8))
+
+
+OLD_KEYS = ("source", "sources", "fabric", "expected_fabric", "fabric_inferred_from", "transport",
+            "provider", "ofi_fabric", "nccl_version", "plugin", "plugin_api", "plugin_version",
+            "libfabric_version", "nodes", "world_size", "transport_counts", "ll128_guard", "ranks",
+            "warnings", "verdict", "exit_code", "summary", "lines", "nccl_lines")
+OLD_RANK_KEYS = ("rank", "nranks", "host", "pid", "cuda_dev", "transport", "label", "network",
+                 "provider", "ofi_fabric", "nics", "ib_devices", "socket_ifaces", "net_channels",
+                 "gdrdma", "nccl_version", "plugin", "plugin_api", "plugin_version",
+                 "libfabric_version", "plugin_missing", "ib_no_device", "failure",
+                 "nccl_warnings", "sources")
+
+
+@pytest.mark.parametrize("nodes", [2, 80])  # 320 ranks: the compact rank list
+def test_json_keeps_its_keys_and_adds_new_ones(tmp_path, nodes):
+    code, d = check(tmp_path, L.interleave(job(L.ofi_cxi_rank, nodes=nodes), 0))
+    assert list(d)[:len(OLD_KEYS)] == list(OLD_KEYS)
+    assert {"selected", "attempted", "mixed", "inter_node", "library", "provider_stack"} <= set(d)
+    for r in d["ranks"]:
+        assert list(r)[:len(OLD_RANK_KEYS)] == list(OLD_RANK_KEYS)
+        assert {"selected", "attempted", "inter_node", "provider_stack", "plugin_failed",
+                "library"} <= set(r)
+    v = analyse(L.interleave(job(L.ofi_cxi_rank, nodes=nodes), 0))
+    assert json.loads(v.to_json()) == json.loads(v.to_json(indent=None)) == v.to_dict()
+
+
+def test_job_end_failed_step_prints_verdict_then_cause(tmp_path):
+    streams = job(L.failing_rank, case="ib-create-cq")
+    lines = [L.outer_prefix([x], "srun", rank=0)[0] for x in L.interleave(streams, 3)]
+    lines.append("srun: error: nid001001: task 1: Exited with exit code 1")
+    path = L.write_log(tmp_path / "job-6.log", lines)
+    from runner.check_log_cmd import check_files
+
+    want = check_files([str(path)], "infiniband").summary
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", "from runner.cli import main; main()", "job-end",
+                           "--status", "1", "--fabric", "infiniband", str(path)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout.strip().splitlines()
+    assert proc.returncode == 1 and out[0] == want and len(out) == 2, proc.stdout + proc.stderr
+    assert want.startswith("fabrikit: ERROR NCCL network init failed on 8/8 ranks")
+    assert out[1].startswith("fabrikit: FAILED: task 1 on node nid001001 failed first")
