@@ -83,7 +83,7 @@ def ceiling_worker(args: argparse.Namespace) -> None:
     if on_cuda:
         model = model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True
-    optimizer = make_optimizer(model, argparse.Namespace(lr=0.1, weight_decay=5e-4), on_cuda)
+    optimizer = make_optimizer(model, argparse.Namespace(lr=0.1, weight_decay=5e-4))
     x = torch.randn(args.batch_size, 3, 32, 32, device=device).to(dtype=fmt.dtype, memory_format=fmt.memory_format)
     y = torch.randint(0, 10, (args.batch_size,), device=device)
     steps = args.synthetic_size // (args.batch_size * job.world_size)

@@ -26,7 +26,7 @@ normalised and laid out (bf16 channels_last on CUDA) on the device a chunk at a 
 training step copies nothing from the host and waits for nothing on it: no loader
 processes, no pinned-memory thread, no per-step host sync (the loss is read only with
 ``--log-every-step``). At 256 images per GPU the step is bound by kernel launches, so DDP
-is set up to launch few (see :func:`wrap_ddp`) and SGD uses the fused kernel on CUDA.
+is set up to launch few (see :func:`wrap_ddp`).
 
 Checkpoints (``--checkpoint-dir``): every ``--checkpoint-every`` optimizer steps, at the end
 of every ``--checkpoint-epochs``-th epoch, after the last step and when stopping, rank 0
@@ -805,13 +805,15 @@ def _resume(
     return state, position
 
 
-def make_optimizer(model: nn.Module, args: argparse.Namespace, on_cuda: bool) -> torch.optim.Optimizer:
-    """SGD with Nesterov momentum; on CUDA the fused kernel (one launch for all parameters
-    instead of a few per tensor group) where this torch has it. The job is bound by kernel
-    launches at 256 images per GPU, so launches saved are time saved."""
-    fused = on_cuda and "fused" in inspect.signature(torch.optim.SGD).parameters
-    return torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True,
-                           weight_decay=args.weight_decay, **({"fused": True} if fused else {}))
+def make_optimizer(model: nn.Module, args: argparse.Namespace) -> torch.optim.Optimizer:
+    """SGD with Nesterov momentum, in torch's default (foreach) implementation.
+
+    Not ``fused=True``: it saves a few launches per step, but the fused kernel walks
+    parameter, gradient and momentum as flat memory, and torch 2.13's CPU kernel silently
+    computes wrong updates when their layouts differ (a channels_last parameter with a
+    contiguous momentum buffer from a CPU-written checkpoint, say); foreach handles any
+    layout."""
+    return torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=args.weight_decay)
 
 
 def wrap_ddp(model: nn.Module, device: torch.device) -> DDP:
@@ -900,7 +902,7 @@ def train(args: argparse.Namespace) -> int:
     if on_cuda:
         model = model.to(memory_format=torch.channels_last)  # NHWC: what tensor cores want for convs
         torch.backends.cudnn.benchmark = True
-    optimizer = make_optimizer(model, args, on_cuda)
+    optimizer = make_optimizer(model, args)
     # Per-rank random streams, so anything stochastic is not identical on all ranks; a
     # checkpoint written by the same world size restores each rank's own stream instead.
     torch.manual_seed(args.seed + job.rank)
