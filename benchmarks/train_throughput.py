@@ -97,7 +97,7 @@ def ceiling_worker(args: argparse.Namespace) -> None:
         sync()
         start = time.perf_counter()
         for _ in range(steps):
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=on_cuda):
+            with fmt.autocast(device):
                 loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

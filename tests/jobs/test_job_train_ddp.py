@@ -305,6 +305,52 @@ def test_device_batches_cover_the_data_set_once_per_epoch_over_all_ranks() -> No
     assert torch.equal(torch.cat([x for x, _ in batches]), normalise(images[numbers]))
 
 
+CUDA_LAYOUT_ON_CPU = """
+import argparse, sys, warnings
+import torch, torch.distributed as dist, torch.nn.functional as F
+import train_ddp as t
+warnings.simplefilter("error")  # DDP's 'Grad strides do not match bucket view strides' included
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+cpu = torch.device("cpu")
+torch.manual_seed(0)
+model = t.CifarResNet(width=8).to(memory_format=torch.channels_last)
+ddp = t.wrap_ddp(model, cpu)
+optimizer = t.make_optimizer(model, argparse.Namespace(lr=0.1, weight_decay=5e-4))
+fmt = t.InputFormat(torch.bfloat16, torch.channels_last)  # what InputFormat.for_device gives on CUDA
+batches = t.DeviceBatches(t.synthetic_cifar(32, 0), cpu, world_size=1, rank=0, batch_size=8, seed=0,
+                          augment=True, fmt=fmt, chunk_images=16)
+losses = []
+for x, y in batches.epoch(0):
+    assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last), (x.dtype, x.stride())
+    with fmt.autocast(cpu):
+        loss = F.cross_entropy(ddp(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+bad = [n for n, p in model.named_parameters() if p.grad.stride() != p.stride()]
+assert not bad, bad
+result = t.evaluate(model, t.synthetic_cifar(20, 1), cpu, 8, fmt)
+assert result["images"] == 20 and 0 <= result["acc"] <= 1, result
+dist.destroy_process_group()
+print("steps", len(losses), "finite", all(l == l for l in losses))
+"""
+
+
+@pytest.mark.slow
+def test_cuda_layout_runs_on_cpu_tensors(tmp_path: Path) -> None:
+    """The CUDA configuration (bf16 channels_last input, channels_last model under autocast,
+    launch-lean DDP, evaluation) driven on CPU tensors, as far as it can be without a GPU."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", CUDA_LAYOUT_ON_CPU], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(train_ddp.__file__).parent), "OMP_NUM_THREADS": "1"},
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["steps", "4", "finite", "True"]  # 32 images / 8, prepared in 2 chunks
+
+
 def test_crop_flip_is_padded_random_crop_and_mirror() -> None:
     gen = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (6, 3, 32, 32), generator=gen, dtype=torch.uint8)
