@@ -212,6 +212,8 @@ def execute(p: LocalPlan) -> int:
         stop_signal.append(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    if p.gpus is not None:  # the nodes' GPUs, or the one line saying why they are not used
+        print(f"fabrikit: {p.gpus.note or p.gpus.summary()}", file=sys.stderr, flush=True)
     try:
         for agent in p.agents:
             env = {**os.environ, **dict(agent.env)}

@@ -85,14 +85,11 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
 
         lplan = local_launch.plan(request, run_dir, gpus=gpus.detect(os.environ))
         if dry_run:
-            click.echo(lplan.describe(), nl=False)  # the GPU note, if any, is its second line
+            click.echo(lplan.describe(), nl=False)
             return 0
-        if lplan.gpus is not None and lplan.gpus.note:
-            click.echo(f"fabrikit: {lplan.gpus.note}", err=True)
         _prepare(run_dir, inputs, loaded, request, resume=resume_dir is not None)
-        shared = lplan.gpus.summary() if lplan.gpus is not None else None
         click.echo(f"fabrikit: {request.nodes} local node(s) x {request.nproc_per_node} process(es); "
-                   f"run directory {run_dir}{f'; {shared}' if shared else ''}", err=True)
+                   f"run directory {run_dir}", err=True)
         return local_launch.execute(lplan)
 
     from . import slurm_submit
