@@ -5,19 +5,35 @@ Run it as ``torchrun [--nnodes N --nproc-per-node P ...] jobs/train_ddp.py [opti
 ``python jobs/train_ddp.py`` trains as a world of one. One process per GPU with NCCL, bf16
 autocast and channels_last when CUDA is visible; CPU ranks with gloo otherwise.
 
-Defaults (``--help`` lists all): 2 epochs over 512 synthetic 32x32 images (deterministic per
-``--seed``, with a class-dependent pattern so the loss falls), batch 32 per rank, ResNet-18
-layout (``--blocks 2,2,2,2``) at ``--width 16`` (stage widths 16/32/64/128, about 0.7 M
-parameters, 1/16 of ResNet-18's compute). They are sized so that a 2-node x 1-process CPU run
-on a 2-core machine is done in seconds; real runs raise ``--width 64``, ``--epochs`` and use
-``--data-dir`` with CIFAR-10 (``cifar-10-batches-py``: ``data_batch_1..5``, ``test_batch``).
+Defaults depend on the device (``--help`` lists all; site profiles override them in
+``job.args``):
+
+- CUDA: the site guides' benchmark. ResNet-18 (``--blocks 2,2,2,2 --width 64``) on 50,000
+  synthetic 32x32 images (CIFAR-10's training-set size) or real CIFAR-10 with ``--data-dir``
+  (``cifar-10-batches-py``: ``data_batch_1..5``; with ``test_batch`` the trained model's
+  test-set accuracy is reported), 256 images per GPU, 30 epochs, random crop + flip.
+- CPU: 2 epochs over 512 synthetic images, batch 32 per rank, ``--width 16`` (about 0.7 M
+  parameters, 1/16 of ResNet-18's compute), no augmentation: a 2-node x 1-process run on a
+  2-core machine is done in seconds.
+
+Synthetic images are deterministic per ``--seed``, with a class-dependent pattern so the loss
+falls.
+
+Input pipeline: the whole uint8 data set is held on the compute device (CIFAR-10: 150 MiB).
+Each epoch's order is DistributedSampler's (same partition and order), the augmentation is
+a pure function of (seed, epoch, image), and batches are gathered, cropped/flipped,
+normalised and laid out (bf16 channels_last on CUDA) on the device a chunk at a time. A
+training step copies nothing from the host and waits for nothing on it: no loader
+processes, no pinned-memory thread, no per-step host sync (the loss is read only with
+``--log-every-step``). At 256 images per GPU the step is bound by kernel launches, so DDP
+is set up to launch few (see :func:`wrap_ddp`).
 
 Checkpoints (``--checkpoint-dir``): every ``--checkpoint-every`` optimizer steps, at the end
-of each epoch and when stopping, rank 0 writes ``ckpt-<step:08d>.pt`` atomically (temporary
-name, fsync, rename, fsync of the directory) and then a completion marker
-``ckpt-<step:08d>.done`` holding the checkpoint's size and sha256. ``--resume`` loads the
-newest checkpoint whose marker exists and matches the file, and continues at the exact next
-batch of the same epoch order (DistributedSampler with ``set_epoch``; already-done batches
+of every ``--checkpoint-epochs``-th epoch, after the last step and when stopping, rank 0
+writes ``ckpt-<step:08d>.pt`` atomically (temporary name, fsync, rename, fsync of the
+directory) and then a completion marker ``ckpt-<step:08d>.done`` holding the checkpoint's
+size and sha256. ``--resume`` loads the newest checkpoint whose marker exists and matches the
+file, and continues at the exact next batch of the same epoch order (already-done batches
 are skipped), so no step is done twice or left out. The learning rate is a function of the
 global step, so it needs no scheduler state. The last ``--keep-checkpoints`` are kept.
 
@@ -44,21 +60,26 @@ Machine-readable lines (rank 0, stdout; key=value separated by spaces)::
   fabrikit-train: checkpoint step=<N> path=<file>
   fabrikit-train: epoch=<e> steps=<first>-<last> time_s=<t> images_per_s=<x> loss=<l> acc=<a>
   fabrikit-train: stopping on signal <SIGTERM|SIGUSR1> at step <N>, checkpoint saved
-  fabrikit-train: summary nodes=<n> procs_per_node=<p> world_size=<W> epochs=<E> global_steps=<g> steps_this_run=<k> images=<i> time_s=<t> images_per_s=<x> final_loss=<l> final_acc=<a>
+  fabrikit-train: eval images=<n> loss=<l> acc=<a> time_s=<t>   (test set, when --data-dir has test_batch)
+  fabrikit-train: summary nodes=<n> procs_per_node=<p> world_size=<W> epochs=<E> global_steps=<g> steps_this_run=<k> images=<i> time_s=<t> images_per_s=<x> final_loss=<l> final_acc=<a> steady_images_per_s=<y> checkpoint_s=<c>
 
 plus, with ``--resume``, ``fabrikit-train: resuming from ckpt-<step>.pt (step <N>)[; skipped
 <file>: <reason>]...`` or ``fabrikit-train: no usable checkpoint in <dir>, starting fresh``.
 Step numbers are global, 1-based optimizer steps; an epoch cut short by a signal or
 ``--max-steps`` still gets its ``epoch=`` line. Epoch loss/acc are training-batch averages
 over all ranks; ``epochs`` in the summary counts completed epochs; ``time_s`` counts the
-training loop (checkpoint writes included; start-up and torch import not). The same records
-go to ``<output-dir>/metrics.jsonl`` (appended across runs, one JSON object per line).
+training loop (start-up, torch import, checkpoint writes and the evaluation not; the writes
+are ``checkpoint_s``); ``steady_images_per_s`` leaves out this run's first epoch, which pays
+for warm-up (cudnn autotuning, allocator growth, DDP's bucket rebuild), ``nan`` with fewer
+than two epochs. The same records go to ``<output-dir>/metrics.jsonl`` (appended across
+runs, one JSON object per line).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -79,7 +100,6 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from jobenv import Device, JobEnvironment, ProcessGroups, default_output_dir
 
@@ -88,6 +108,8 @@ NUM_CLASSES = 10
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+AUGMENT_PAD = 4  # RandomCrop(32, padding=4), as the CIFAR tutorials augment
+_AUGMENT_STREAM = 0x5EED_A06  # keeps the augmentation's random stream apart from the epoch order's
 CHECKPOINT_FORMAT = 1
 _CKPT_RE = re.compile(r"^ckpt-(\d{8})\.pt$")
 _MARKER_RE = re.compile(r"^ckpt-(\d{8})\.done$")
@@ -160,7 +182,7 @@ class ImageSet:
             raise ValueError("one label per image expected")
 
 
-def synthetic_cifar(size: int, seed: int) -> ImageSet:
+def synthetic_cifar(size: int, seed: int, chunk: int = 8192) -> ImageSet:
     """CIFAR-shaped data that is the same on every rank for a given ``seed``.
 
     Each class has a smooth random colour pattern (8x8 upsampled); an image is its class
@@ -170,8 +192,11 @@ def synthetic_cifar(size: int, seed: int) -> ImageSet:
     gen = torch.Generator().manual_seed(seed)
     patterns = F.interpolate(torch.rand(NUM_CLASSES, 3, 8, 8, generator=gen), size=32, mode="bilinear", align_corners=False)
     labels = torch.randint(0, NUM_CLASSES, (size,), generator=gen)
-    noise = torch.rand(size, 3, 32, 32, generator=gen)
-    images = (0.3 * patterns[labels] + 0.7 * noise).mul(255).round().to(torch.uint8)
+    images = torch.empty(size, 3, 32, 32, dtype=torch.uint8)
+    for first in range(0, size, chunk):  # float temporaries of one chunk, not of 50,000 images
+        last = min(size, first + chunk)
+        noise = torch.rand(last - first, 3, 32, 32, generator=gen)
+        images[first:last] = (0.3 * patterns[labels[first:last]] + 0.7 * noise).mul(255).round().to(torch.uint8)
     return ImageSet(images, labels)
 
 
@@ -234,87 +259,134 @@ def load_cifar10(data_dir: str | os.PathLike[str], train: bool = True) -> ImageS
     return ImageSet(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
 
 
-class InMemoryImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Dataset over an :class:`ImageSet` that hands out whole batches.
+def epoch_order(size: int, world_size: int, rank: int, epoch: int, seed: int) -> torch.Tensor:
+    """This rank's image indices for ``epoch``, in training order (int64, on the CPU).
 
-    DataLoader calls ``__getitems__`` with a batch's indices, so one tensor index replaces
-    the per-sample ``__getitem__`` + ``default_collate`` stacking the tutorials use (which
-    costs as much as the model on small CPU runs).
+    Exactly what ``DistributedSampler(shuffle=True, drop_last=False)`` yields: a permutation
+    seeded with ``seed + epoch``, padded by wrapping around to a multiple of ``world_size``,
+    then every ``world_size``-th index from ``rank``. Having the whole epoch as one tensor
+    lets the device gather its images without a loader; keeping the sampler's order keeps
+    the partition (every image once per epoch over all ranks) and makes ``--resume``'s
+    "continue at batch k" mean the same batches as before.
+    """
+    gen = torch.Generator()
+    gen.manual_seed(seed + epoch)
+    order = torch.randperm(size, generator=gen)
+    total = math.ceil(size / world_size) * world_size
+    if total > size:
+        order = torch.cat([order, order.repeat(math.ceil((total - size) / size))[: total - size]])
+    return order[rank:total:world_size]
+
+
+def augment_params(size: int, epoch: int, seed: int, pad: int = AUGMENT_PAD) -> tuple[torch.Tensor, torch.Tensor]:
+    """Crop offsets ``(size, 2)`` in ``[0, 2 * pad]`` and flip flags ``(size,)`` for every
+    image of the data set in ``epoch`` (on the CPU).
+
+    A pure function of (seed, epoch, image): a resumed epoch augments each image exactly as
+    the uninterrupted run does, on any world size, with no random state to checkpoint.
+    """
+    gen = torch.Generator()
+    gen.manual_seed((seed + epoch) ^ _AUGMENT_STREAM)
+    offsets = torch.randint(0, 2 * pad + 1, (size, 2), generator=gen)
+    flips = torch.rand(size, generator=gen) < 0.5
+    return offsets, flips
+
+
+def crop_flip(images: torch.Tensor, offsets: torch.Tensor, flips: torch.Tensor, pad: int = AUGMENT_PAD) -> torch.Tensor:
+    """The CIFAR augmentation (``RandomCrop(32, padding=pad)`` + ``RandomHorizontalFlip``)
+    for a whole batch in one gather, on whatever device ``images`` is on.
+
+    ``images``: uint8 ``(B, C, H, W)``; image ``b`` is cut from the zero-padded image at row
+    ``offsets[b, 0]``, column ``offsets[b, 1]``, mirrored when ``flips[b]``. The result is
+    ``(B, C, H, W)`` laid out channels_last (the gather produces NHWC order), as the model
+    wants it on CUDA.
+    """
+    b, _, h, w = images.shape
+    padded = F.pad(images, (pad, pad, pad, pad))
+    rows = offsets[:, :1] + torch.arange(h, device=images.device)  # (B, H)
+    cols = torch.arange(w, device=images.device).expand(b, w)
+    cols = torch.where(flips[:, None], w - 1 - cols, cols) + offsets[:, 1:]  # (B, W)
+    batch = torch.arange(b, device=images.device)[:, None, None]
+    # Advanced indices around a slice: the indexed dims come first, so this is (B, H, W, C).
+    return padded[batch, :, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """dtype and memory layout of the model's input batches."""
+
+    dtype: torch.dtype
+    memory_format: torch.memory_format
+
+    @classmethod
+    def for_device(cls, device: torch.device) -> InputFormat:
+        """CUDA: bf16 (autocast casts the first convolution's input to it anyway) and
+        channels_last like the model; CPU: float32 in the default layout, as the model."""
+        if device.type == Device.CUDA.value:
+            return cls(torch.bfloat16, torch.channels_last)
+        return cls(torch.float32, torch.contiguous_format)
+
+    def autocast(self, device: torch.device) -> torch.autocast:
+        """bf16 autocast around the forward pass when the input is bf16, else a no-op."""
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=self.dtype == torch.bfloat16)
+
+
+class Normaliser:
+    """uint8 images -> ``(x / 255 - mean) / std`` in the model's :class:`InputFormat`.
+
+    The constants are put on the device once: creating them per batch would copy from
+    pageable host memory each time.
     """
 
-    def __init__(self, data: ImageSet) -> None:
-        self.data = data
+    def __init__(self, device: torch.device, fmt: InputFormat) -> None:
+        self.fmt = fmt
+        self.shift = torch.tensor(CIFAR_MEAN, device=device).view(1, 3, 1, 1) * 255
+        self.scale = 1.0 / (torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255)
 
-    def __len__(self) -> int:
-        return self.data.images.shape[0]
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.data.images[index], self.data.labels[index]
-
-    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = torch.as_tensor(indices, dtype=torch.int64)
-        return self.data.images[idx], self.data.labels[idx]
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        x = (images.float() - self.shift) * self.scale
+        return x.to(dtype=self.fmt.dtype, memory_format=self.fmt.memory_format)
 
 
-def _batch_collate(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``__getitems__`` already returns a batch; module level so worker processes can pickle it."""
-    return batch
+class DeviceBatches:
+    """The training set held on the compute device, and this rank's batches of an epoch.
 
-
-def _ignore_stop_signals(_worker_id: int) -> None:
-    """DataLoader worker init: ignore SIGTERM/SIGUSR1.
-
-    torchrun signals each worker's whole process group, loader workers included; if they
-    died, the main process would fail fetching the next batch instead of stopping cleanly.
-    They exit on their own when the main process drops the loader.
-    """
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-
-
-class SkipSampler(Sampler[int]):
-    """Wraps a DistributedSampler and drops the first ``skip`` indices of the epoch.
-
-    Resuming mid-epoch: ``set_epoch`` reproduces the epoch's order, and skipping the
-    indices of the batches already done continues at exactly the next batch.
+    The whole uint8 set lives where the model runs (CIFAR-10: 150 MiB): per epoch the rank's
+    order (and augmentation) goes to the device once; after that a step copies nothing
+    between host and device, waits for no loader process and makes no host sync. Images are
+    gathered, augmented, normalised and laid out channels_last ``chunk_images`` at a time,
+    and each step takes a slice (a view) of the prepared chunk, so the input costs a few
+    kernel launches per chunk instead of per step.
     """
 
-    def __init__(self, inner: DistributedSampler[Any]) -> None:
-        self.inner = inner
-        self.skip = 0
+    def __init__(self, data: ImageSet, device: torch.device, *, world_size: int, rank: int, batch_size: int,
+                 seed: int, augment: bool, fmt: InputFormat, chunk_images: int = 8192) -> None:
+        self.images = data.images.to(device)
+        self.labels = data.labels.to(device)
+        self.size = int(data.labels.shape[0])
+        self.world_size, self.rank, self.batch_size, self.seed = world_size, rank, batch_size, seed
+        self.augment = augment
+        self.normalise = Normaliser(device, fmt)
+        self.batches_per_chunk = max(1, chunk_images // batch_size)
+        self.steps_per_epoch = math.ceil(self.size / world_size) // batch_size
 
-    def set_epoch(self, epoch: int, skip: int = 0) -> None:
-        self.inner.set_epoch(epoch)
-        self.skip = skip
-
-    def __iter__(self) -> Iterator[int]:
-        it = iter(self.inner)
-        for _ in range(self.skip):
-            next(it, None)
-        return it
-
-    def __len__(self) -> int:
-        return max(0, len(self.inner) - self.skip)
-
-
-def make_loader(
-    data: ImageSet, job: JobEnvironment, batch_size: int, seed: int, workers: int, pin_memory: bool
-) -> tuple[DataLoader[Any], SkipSampler]:
-    """DataLoader over this rank's shard; the sampler is returned to set epoch and skip."""
-    dataset = InMemoryImages(data)
-    sampler = SkipSampler(DistributedSampler(dataset, num_replicas=job.world_size, rank=job.rank, shuffle=True, seed=seed))
-    loader = DataLoader(
-        dataset,
-        batch_size=batch_size,
-        sampler=sampler,
-        drop_last=True,  # equal step counts on every rank, or the last all_reduce would hang
-        num_workers=workers,
-        collate_fn=_batch_collate,
-        pin_memory=pin_memory,
-        persistent_workers=workers > 0,
-        worker_init_fn=_ignore_stop_signals if workers > 0 else None,
-    )
-    return loader, sampler
+    def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``(images, labels)`` of batches ``start_batch..steps_per_epoch-1`` of ``epoch``."""
+        b, steps = self.batch_size, self.steps_per_epoch
+        order = epoch_order(self.size, self.world_size, self.rank, epoch, self.seed)[: steps * b]
+        if self.augment:
+            offsets, flips = augment_params(self.size, epoch, self.seed)
+            offsets, flips = offsets[order].to(self.images.device), flips[order].to(self.images.device)
+        order = order.to(self.images.device)
+        for first in range(start_batch, steps, self.batches_per_chunk):
+            last = min(steps, first + self.batches_per_chunk)
+            idx = order[first * b:last * b]
+            images = self.images.index_select(0, idx)
+            if self.augment:
+                images = crop_flip(images, offsets[first * b:last * b], flips[first * b:last * b])
+            x, y = self.normalise(images), self.labels.index_select(0, idx)
+            for k in range(last - first):
+                yield x[k * b:(k + 1) * b], y[k * b:(k + 1) * b]
 
 
 # --------------------------------------------------------------------------------- checkpoints
@@ -558,6 +630,9 @@ def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     random.setstate(state["python"])
 
 
+_ROUNDED = frozenset({"time_s", "images_per_s", "steady_images_per_s", "checkpoint_s"})  # rounded where computed
+
+
 def _text(value: Any) -> str:
     """How a field appears in a ``key=value`` line: floats with 4 decimals, ``nan`` if unknown."""
     if isinstance(value, float):
@@ -567,7 +642,7 @@ def _text(value: Any) -> str:
 
 def key_values(fields: dict[str, Any]) -> str:
     """``k=v k=v`` with floats at 4 decimals, except the already-rounded time/throughput."""
-    return " ".join(f"{k}={v if k in ('time_s', 'images_per_s') else _text(v)}" for k, v in fields.items())
+    return " ".join(f"{k}={v if k in _ROUNDED else _text(v)}" for k, v in fields.items())
 
 
 class Reporter:
@@ -592,23 +667,86 @@ class Reporter:
                 f.write(json.dumps({"event": event, "time": round(time.time(), 3), **clean}) + "\n")
 
 
+@dataclass(frozen=True)
+class Workload:
+    """The defaults that depend on the device the job runs on.
+
+    CPU: sized so that a 2-node x 1-process run on a 2-core CI machine is done in seconds.
+
+    CUDA: the site guides' benchmark, ResNet-18 (width 64) on CIFAR-10-sized data (50,000
+    32x32 images) at 256 images per GPU with the usual crop+flip augmentation, so that
+    ``fabrikit report`` reproduces their images/s, speed-up and efficiency tables. 30 epochs:
+    the short warm-up + cosine schedule on which a CIFAR ResNet-18 reaches a meaningful test
+    accuracy, and 29 epochs after the warm-up one to average over, in minutes, not hours:
+    1.5 M images are about a minute of training on one H100 at the eager ceiling measured
+    for issue 13 (29,600 images/s), about 5 min at the 5,100 images/s seed 002 reports for
+    one GH200, and under 30 s on 8 GPUs at its 63,000 images/s. A checkpoint every 5 epochs
+    (and after the last step, and on a stop signal): an epoch is seconds long on GPUs, and a
+    checkpoint (~90 MB with the momentum, fsync'd and hashed) each time would cost wall time
+    out of proportion to the work it protects.
+    """
+
+    epochs: int
+    batch_size: int
+    synthetic_size: int
+    width: int
+    augment: bool
+    checkpoint_epochs: int
+
+
+WORKLOADS = {
+    "cpu": Workload(epochs=2, batch_size=32, synthetic_size=512, width=16, augment=False, checkpoint_epochs=1),
+    "cuda": Workload(epochs=30, batch_size=256, synthetic_size=50_000, width=64, augment=True, checkpoint_epochs=5),
+}
+
+
+def _per_device(field_name: str) -> str:
+    """``--help`` text for a device-dependent default: ``2 on CPU, 30 on CUDA``."""
+    return ", ".join(f"{getattr(w, field_name)} on {name.upper()}" for name, w in WORKLOADS.items())
+
+
+def apply_workload(args: argparse.Namespace, device_type: str) -> argparse.Namespace:
+    """Fill the options left unset with the device's :data:`WORKLOADS` defaults."""
+    workload = WORKLOADS[device_type]
+    for name in ("epochs", "batch_size", "synthetic_size", "width", "augment", "checkpoint_epochs"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(workload, name))
+    return args
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except the device-dependent ones (None here), whose help says them."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter)
+    p.add_argument("--epochs", type=int, default=None, help=f"default: {_per_device('epochs')}")
+    p.add_argument("--batch-size", type=int, default=None, help=f"per rank (default: {_per_device('batch_size')})")
     p.add_argument("--lr", type=float, default=0.1, help="peak learning rate (SGD, Nesterov momentum 0.9)")
     p.add_argument("--weight-decay", type=float, default=5e-4)
-    p.add_argument("--synthetic-size", type=int, default=512, help="images in the synthetic data set")
-    p.add_argument("--data-dir", default=None, help="CIFAR-10 python-format directory (cifar-10-batches-py) instead of synthetic data")
-    p.add_argument("--width", type=int, default=16, help="channels of the first stage (64 = ResNet-18)")
+    p.add_argument("--synthetic-size", type=int, default=None,
+                   help=f"images in the synthetic data set (default: {_per_device('synthetic_size')})")
+    p.add_argument("--data-dir", default=None, help="CIFAR-10 python-format directory (cifar-10-batches-py) instead of synthetic data; "
+                   "with its test_batch the trained model's test-set accuracy is reported")
+    p.add_argument("--width", type=int, default=None,
+                   help=f"channels of the first stage, 64 = ResNet-18 (default: {_per_device('width')})")
     p.add_argument("--blocks", default="2,2,2,2", help="basic blocks per stage")
+    p.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"random crop (padding {AUGMENT_PAD}) and horizontal flip, on the device "
+                        f"(default: {_per_device('augment').replace('True', 'on').replace('False', 'off')})")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=None, help="DataLoader workers (default 0 on CPU, 2 on CUDA)")
+    p.add_argument("--workers", type=int, default=None, help=argparse.SUPPRESS)  # accepted, unused: no loader processes
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = a launcher's OMP_NUM_THREADS, else cpus // local_world_size; see jobenv)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many global steps in total (0 = no limit)")
     p.add_argument("--checkpoint-dir", default=None, help="write checkpoints here (default: none)")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N optimizer steps (0 = epoch ends only)")
+    p.add_argument("--checkpoint-epochs", type=int, default=None,
+                   help=f"checkpoint at the end of every N-th epoch; always after the last step and on a stop signal "
+                        f"(default: {_per_device('checkpoint_epochs')})")
     p.add_argument("--keep-checkpoints", type=int, default=3, help="complete checkpoints to keep (0 = all)")
     p.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --checkpoint-dir")
     p.add_argument("--output-dir", default=None, help="metrics.jsonl goes here (default $FABRIKIT_RUN_DIR, else cwd)")
@@ -622,8 +760,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"--blocks must be comma-separated integers, got {args.blocks!r}")
     if args.resume and not args.checkpoint_dir:
         p.error("--resume needs --checkpoint-dir")
-    if args.batch_size < 1 or args.epochs < 0 or args.width < 1 or not args.blocks:
-        p.error("--batch-size and --width must be >= 1, --epochs >= 0, --blocks non-empty")
+    at_least = {"batch_size": 1, "width": 1, "epochs": 0, "synthetic_size": 1, "checkpoint_epochs": 1}
+    for name, low in at_least.items():
+        value = getattr(args, name)
+        if value is not None and value < low:
+            p.error(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
+    if not args.blocks:
+        p.error("--blocks must not be empty")
     return args
 
 
@@ -669,6 +812,72 @@ def _resume(
     return state, position
 
 
+def make_optimizer(model: nn.Module, args: argparse.Namespace) -> torch.optim.Optimizer:
+    """SGD with Nesterov momentum, in torch's default (foreach) implementation.
+
+    Not ``fused=True``: it saves a few launches per step, but the fused kernel walks
+    parameter, gradient and momentum as flat memory, and torch 2.13's CPU kernel silently
+    computes wrong updates when their layouts differ (a channels_last parameter with a
+    contiguous momentum buffer from a CPU-written checkpoint, say); foreach handles any
+    layout."""
+    return torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=args.weight_decay)
+
+
+def wrap_ddp(model: nn.Module, device: torch.device) -> DDP:
+    """DDP without the per-step work this model does not need.
+
+    - ``gradient_as_bucket_view``: gradients live in the all-reduce buckets, no copy back;
+    - ``batched_grad_copy`` (torch >= 2.13): the copies into the buckets are one foreach
+      copy per bucket instead of one kernel per parameter;
+    - no buffer broadcast before every forward (``forward_sync_buffers=False``, before 2.13
+      ``broadcast_buffers=False``): BatchNorm trains on batch statistics, so the running
+      statistics only matter for evaluation, which uses rank 0's (they are checkpointed).
+    """
+    available = inspect.signature(DDP.__init__).parameters
+    options: dict[str, Any] = {"gradient_as_bucket_view": True}
+    if "batched_grad_copy" in available:
+        options["batched_grad_copy"] = True
+    options["forward_sync_buffers" if "forward_sync_buffers" in available else "broadcast_buffers"] = False
+    return DDP(model, device_ids=[device.index] if device.type == Device.CUDA.value else None, **options)
+
+
+def _synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs ahead of the host)."""
+    if device.type == Device.CUDA.value:
+        torch.cuda.synchronize(device)
+
+
+def evaluate(model: nn.Module, data: ImageSet, device: torch.device, batch_size: int, fmt: InputFormat) -> dict[str, Any]:
+    """Test-set loss and accuracy of ``model`` (rank 0's weights and BatchNorm statistics,
+    i.e. what the last checkpoint holds), in eval mode."""
+    started = time.perf_counter()
+    normalise = Normaliser(device, fmt)
+    images, labels = data.images.to(device), data.labels.to(device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    model.eval()
+    with torch.no_grad(), fmt.autocast(device):
+        for first in range(0, len(labels), batch_size):
+            y = labels[first:first + batch_size]
+            logits = model(normalise(images[first:first + batch_size]))
+            loss_sum += F.cross_entropy(logits.float(), y, reduction="sum")
+            correct += (logits.argmax(1) == y).sum()
+    model.train()
+    count = len(labels)
+    return {"images": count, "loss": loss_sum.item() / count, "acc": correct.item() / count,
+            "time_s": round(time.perf_counter() - started, 3)}
+
+
+def _test_set(args: argparse.Namespace) -> ImageSet | None:
+    """CIFAR-10's ``test_batch`` when ``--data-dir`` has one (the synthetic set has no test set)."""
+    if not args.data_dir:
+        return None
+    try:
+        return load_cifar10(args.data_dir, train=False)
+    except FileNotFoundError:
+        return None
+
+
 def train(args: argparse.Namespace) -> int:
     """Run the job; returns the process exit status (see module docstring)."""
     stop = StopRequest()
@@ -676,6 +885,7 @@ def train(args: argparse.Namespace) -> int:
     job.bind_cpus()  # before any thread starts: the profile's per-GPU CPU mask, if any
     device = job.choose_device(args.device)
     on_cuda = device.type == Device.CUDA.value
+    args = apply_workload(args, device.type)
     threads = job.configure_threads(args.threads)
     groups = job.init_process_group(device)
     output_dir = default_output_dir(args.output_dir) if job.is_main else None
@@ -685,9 +895,11 @@ def train(args: argparse.Namespace) -> int:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
 
     data = load_cifar10(args.data_dir) if args.data_dir else synthetic_cifar(args.synthetic_size, args.seed)
-    workers = args.workers if args.workers is not None else (2 if on_cuda else 0)
-    loader, sampler = make_loader(data, job, args.batch_size, args.seed, workers, pin_memory=on_cuda)
-    steps_per_epoch = len(sampler.inner) // args.batch_size
+    test_data = _test_set(args) if job.is_main else None
+    fmt = InputFormat.for_device(device)
+    batches = DeviceBatches(data, device, world_size=job.world_size, rank=job.rank, batch_size=args.batch_size,
+                            seed=args.seed, augment=args.augment, fmt=fmt)
+    steps_per_epoch = batches.steps_per_epoch
     if steps_per_epoch == 0:
         raise SystemExit(f"{PREFIX} data set of {len(data.labels)} images gives no full batch of {args.batch_size} per rank on {job.world_size} ranks")
     total_steps = args.epochs * steps_per_epoch  # the LR schedule's length, independent of --max-steps
@@ -698,7 +910,7 @@ def train(args: argparse.Namespace) -> int:
     if on_cuda:
         model = model.to(memory_format=torch.channels_last)  # NHWC: what tensor cores want for convs
         torch.backends.cudnn.benchmark = True
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=args.weight_decay)
+    optimizer = make_optimizer(model, args)
     # Per-rank random streams, so anything stochastic is not identical on all ranks; a
     # checkpoint written by the same world size restores each rank's own stream instead.
     torch.manual_seed(args.seed + job.rank)
@@ -710,10 +922,8 @@ def train(args: argparse.Namespace) -> int:
         optimizer.load_state_dict(state["optimizer"])
         if len(state["rng"]) == job.world_size:
             _set_rng_state(state["rng"][job.rank], device)
-    ddp = DDP(model, device_ids=[device.index] if on_cuda else None)
+    ddp = wrap_ddp(model, device)
 
-    scale = 1.0 / (torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255)
-    shift = torch.tensor(CIFAR_MEAN, device=device).view(1, 3, 1, 1) * 255
     start_step = pos.global_step
     report.record(
         "start",
@@ -723,11 +933,16 @@ def train(args: argparse.Namespace) -> int:
     report.line(
         f"config data={'cifar10:' + args.data_dir if args.data_dir else f'synthetic:{args.synthetic_size}'} "
         f"blocks={','.join(map(str, args.blocks))} width={args.width} batch_size={args.batch_size} lr={args.lr} "
-        f"epochs={args.epochs} steps_per_epoch={steps_per_epoch} threads={threads} workers={workers}"
+        f"epochs={args.epochs} steps_per_epoch={steps_per_epoch} threads={threads} "
+        f"augment={'crop+flip' if args.augment else 'none'} test_set={'test_batch' if test_data is not None else 'none'}"
     )
 
-    def checkpoint() -> None:
-        """Collective: every rank contributes its RNG state, rank 0 writes."""
+    def checkpoint() -> float:
+        """Collective: every rank contributes its RNG state, rank 0 writes. Returns the
+        seconds it took, measured after the device finished the steps before it, so that
+        the caller can leave checkpoint writes out of the training throughput."""
+        _synchronize(device)
+        started = time.perf_counter()
         rng_states: list[Any] = [None] * job.world_size
         dist.all_gather_object(rng_states, _rng_state(device), group=groups.control)
         if job.is_main and ckpt_dir is not None:
@@ -746,27 +961,28 @@ def train(args: argparse.Namespace) -> int:
             }
             path = save_checkpoint(ckpt_dir, pos.global_step, ckpt, args.keep_checkpoints)
             report.record("checkpoint", {"step": pos.global_step, "path": str(path)})
+        return time.perf_counter() - started
 
-    run_sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, images over this run
+    run_images = 0
     final_loss = final_acc = float("nan")
-    run_time = 0.0
+    run_time = checkpoint_time = 0.0
+    timed_epochs, steady_images, steady_time = 0, 0, 0.0  # steady: after this run's first (warm-up) epoch
     stopped_by = 0
     pending_stop = None  # the stop-flag reduction started after the previous step
     while pos.epoch < args.epochs and pos.global_step < end_step and not stopped_by:
         epoch = pos.epoch
-        sampler.set_epoch(epoch, skip=pos.batch * args.batch_size)
         ddp.train()
         first_step = pos.global_step + 1
-        sums = torch.zeros(3, dtype=torch.float64, device=device)  # stays on the device: no per-step sync
+        # Loss and correct count stay on the device: adding to them queues a kernel, reading
+        # them would wait for the device. The image count is known on the host.
+        sums = torch.zeros(2, dtype=torch.float64, device=device)
+        steps = 0
+        epoch_ckpt_time = 0.0
         t0 = time.perf_counter()
-        for images, labels in loader:
+        for x, labels in batches.epoch(epoch, pos.batch):
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(pos.global_step, args.lr, total_steps)
-            x = (images.to(device, non_blocking=True).float() - shift) * scale
-            labels = labels.to(device, non_blocking=True)
-            if on_cuda:
-                x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=on_cuda):
+                group["lr"] = lr_at(pos.global_step, args.lr, total_steps)  # a host float: no sync
+            with fmt.autocast(device):
                 logits = ddp(x)
                 loss = F.cross_entropy(logits, labels)
             optimizer.zero_grad(set_to_none=True)
@@ -774,10 +990,10 @@ def train(args: argparse.Namespace) -> int:
             optimizer.step()
             pos.batch += 1
             pos.global_step += 1
+            steps += 1
             with torch.no_grad():
-                sums[0] += loss.detach() * labels.shape[0]
+                sums[0] += loss.detach()
                 sums[1] += (logits.argmax(1) == labels).sum()
-                sums[2] += labels.shape[0]
             if args.log_every_step:
                 report.line(f"step={pos.global_step} loss={loss.item():.6f}")
             if args.step_sleep > 0:
@@ -786,6 +1002,7 @@ def train(args: argparse.Namespace) -> int:
             # while the next step computes, so no step waits for it (a blocking one per step
             # cost ~10% of CPU throughput). Each rank starts exactly one per step and waits
             # for it at the next, so the collectives stay in the same order on every rank.
+            # It is a host-side flag on the gloo control group: no device sync either.
             previous, pending_stop = pending_stop, stop.start(groups.control)
             stopped_by = stop.result(previous)
             if pos.global_step >= end_step or (pos.batch >= steps_per_epoch and pos.epoch + 1 >= args.epochs):
@@ -798,22 +1015,27 @@ def train(args: argparse.Namespace) -> int:
                 pos.epoch, pos.batch = epoch + 1, 0
             finished = pos.global_step >= end_step
             due = args.checkpoint_every > 0 and pos.global_step % args.checkpoint_every == 0
-            if ckpt_dir is not None and (due or epoch_end or finished or stopped_by):
-                checkpoint()
+            epoch_due = epoch_end and (epoch + 1) % args.checkpoint_epochs == 0
+            if ckpt_dir is not None and (due or epoch_due or finished or stopped_by):
+                epoch_ckpt_time += checkpoint()
             if epoch_end or finished or stopped_by:
                 break
         # The reduction doubles as the epoch's sync point (and CUDA sync) for the timing.
         dist.all_reduce(sums)
-        elapsed = time.perf_counter() - t0
+        loss_sum, correct = sums.tolist()
+        elapsed = time.perf_counter() - t0 - epoch_ckpt_time  # checkpoint writes are not training
+        images = steps * args.batch_size * job.world_size
         run_time += elapsed
-        sums = sums.cpu()
-        run_sums += sums
-        loss_sum, correct, count = sums.tolist()
-        if count > 0:
-            final_loss, final_acc = loss_sum / count, correct / count
+        checkpoint_time += epoch_ckpt_time
+        run_images += images
+        if images > 0:
+            final_loss, final_acc = loss_sum * args.batch_size / images, correct / images
             fields = {"epoch": epoch, "steps": f"{first_step}-{pos.global_step}", "time_s": round(elapsed, 3),
-                      "images_per_s": round(count / elapsed, 1), "loss": final_loss, "acc": final_acc}
+                      "images_per_s": round(images / elapsed, 1), "loss": final_loss, "acc": final_acc}
             report.record("epoch", fields, text=key_values(fields))
+            if timed_epochs > 0:
+                steady_images, steady_time = steady_images + images, steady_time + elapsed
+            timed_epochs += 1
 
     stop.result(pending_stop)  # every rank has one outstanding after a stop: finish it alike
     if stopped_by:
@@ -821,14 +1043,17 @@ def train(args: argparse.Namespace) -> int:
         saved = "checkpoint saved" if ckpt_dir is not None else "no checkpoint (no --checkpoint-dir)"
         report.record("stopped", {"signal": name, "step": pos.global_step, "checkpoint": ckpt_dir is not None},
                       text=f"stopping on signal {name} at step {pos.global_step}, {saved}")
-    images = int(run_sums[2].item())
+    elif test_data is not None:
+        report.record("eval", evaluate(model, test_data, device, args.batch_size, fmt))
     report.record(
         "summary",
         {"nodes": job.nnodes, "procs_per_node": job.local_world_size, "world_size": job.world_size,
          "epochs": pos.epoch, "global_steps": pos.global_step, "steps_this_run": pos.global_step - start_step,
-         "images": images, "time_s": round(run_time, 3),
-         "images_per_s": round(images / run_time, 1) if run_time > 0 else 0.0,
-         "final_loss": final_loss, "final_acc": final_acc},
+         "images": run_images, "time_s": round(run_time, 3),
+         "images_per_s": round(run_images / run_time, 1) if run_time > 0 else 0.0,
+         "final_loss": final_loss, "final_acc": final_acc,
+         "steady_images_per_s": round(steady_images / steady_time, 1) if steady_time > 0 else float("nan"),
+         "checkpoint_s": round(checkpoint_time, 3)},
     )
     # Nobody exits before rank 0 has written: torchrun tears down all workers as soon as one
     # exits non-zero, which would kill rank 0 in the middle of the checkpoint.

@@ -26,6 +26,7 @@ from typing import IO
 
 from .container_env import LD_PREPEND, LD_WRAPPER, NO_EVAL_FLAG, env_prefix, job_environment
 from .errors import RuntimeFailure, UserError
+from .gpus import GpuSplit, VisibleGpus, split
 from .request import LaunchRequest
 from .shell import expand, quote
 
@@ -46,11 +47,14 @@ class LocalPlan:
     run_dir: Path
     port: int
     agents: tuple[Agent, ...]
+    gpus: GpuSplit | None = None  # each node's GPUs; None: no GPU on this machine
 
     def describe(self) -> str:
         """What --dry-run prints: the exact commands, one block per node."""
         out = [f"# fabrikit local run: {len(self.agents)} node(s) x {self.request.nproc_per_node} process(es), "
                f"rendezvous 127.0.0.1:{self.port}, run directory {self.run_dir}"]
+        if self.gpus is not None and self.gpus.note:
+            out.append(f"# {self.gpus.note}")
         for agent in self.agents:
             env = " ".join(f"{name}={quote(value)}" for name, value in agent.env)
             out.append(f"# node{agent.node}\nenv {env} \\\n  {' '.join(quote(a) for a in agent.argv)}")
@@ -76,7 +80,11 @@ def free_port(low: int = 20000, high: int = 32767) -> int:
     raise RuntimeFailure(f"no free TCP port in {low}-{high} on 127.0.0.1 for the rendezvous")
 
 
-def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> LocalPlan:
+def plan(request: LaunchRequest, run_dir: Path, port: int | None = None,
+         gpus: VisibleGpus | None = None) -> LocalPlan:
+    """The agents' commands and environments. ``gpus`` (detected by the caller, see
+    runner.gpus) are shared out so that every node has its own; too few for the ranks, and
+    they are hidden so that the job trains on CPU instead of failing in NCCL."""
     profile = request.profile
     runtime = profile.container.runtime
     port = port or free_port()
@@ -111,6 +119,7 @@ def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> Loca
             elif bind.required:
                 raise UserError(f"bind source {bind.source} does not exist on this machine")
         prefix += [profile.container.image or "", "/bin/sh", "-c", LD_WRAPPER, "fabrikit-ld"]
+    gpu_split = split(gpus, request.nodes, request.nproc_per_node)
     agents = []
     for node in range(1, request.nodes + 1):
         rdzv_conf = (f"join_timeout={request.join_timeout_s},read_timeout={profile.launcher.read_timeout_s},"
@@ -129,8 +138,11 @@ def plan(request: LaunchRequest, run_dir: Path, port: int | None = None) -> Loca
             *job_argv,
         ]
         node_env = {**env, MARKER: f"{run_dir}:{node}"}
+        if gpu_split is not None:
+            name = gpu_split.variable if runtime == "none" else f"{env_prefix(runtime)}{gpu_split.variable}"
+            node_env[name] = gpu_split.per_node[node - 1]
         agents.append(Agent(node=node, argv=tuple(argv), env=tuple(node_env.items())))
-    return LocalPlan(request=request, run_dir=run_dir, port=port, agents=tuple(agents))
+    return LocalPlan(request=request, run_dir=run_dir, port=port, agents=tuple(agents), gpus=gpu_split)
 
 
 @dataclass
@@ -201,6 +213,8 @@ def execute(p: LocalPlan) -> int:
         stop_signal.append(signum)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    if p.gpus is not None:  # the nodes' GPUs, or the one line saying why they are not used
+        print(f"fabrikit: {p.gpus.note or p.gpus.summary()}", file=sys.stderr, flush=True)
     try:
         for agent in p.agents:
             env = {**os.environ, **dict(agent.env)}

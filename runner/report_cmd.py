@@ -50,9 +50,9 @@ def report(run_dir: Path, baseline: Path | None, output: Path | None, as_json: b
 
 
 def main() -> None:  # python -m runner.report_cmd
-    from .cli import _run
+    from .entry import run_command
 
-    _run(report, "fabrikit report")
+    run_command(report, "fabrikit report")
 
 
 if __name__ == "__main__":

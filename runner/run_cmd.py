@@ -81,9 +81,11 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
         run_dir = run_dir.resolve()
 
     if loaded.profile.backend == "local":
-        from . import local_launch
+        import os
 
-        lplan = local_launch.plan(request, run_dir)
+        from . import gpus, local_launch
+
+        lplan = local_launch.plan(request, run_dir, gpus=gpus.detect(os.environ))
         if dry_run:
             click.echo(lplan.describe(), nl=False)
             return 0

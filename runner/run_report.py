@@ -106,6 +106,7 @@ class SummaryRecord:
     images_per_s: float | None
     final_loss: float | None
     final_acc: float | None
+    steady_images_per_s: float | None = None  # without the attempt's first (warm-up) epoch
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class Overall:
     final_acc: float | None
     complete: bool  # every attempt printed its summary
     estimated: bool  # some images were estimated from epoch lines (no summary)
+    steady_images_per_s: float | None = None  # without each attempt's warm-up epoch
 
     @property
     def raw_throughput(self) -> float:
@@ -252,7 +254,10 @@ class ScalingRow:
 @dataclass(frozen=True)
 class Scaling:
     rows: tuple[ScalingRow, ...]
-    basis: str  # "time" (same images in both runs: baseline time / time) or "throughput"
+    # "time" (same images in both runs: baseline time / time), "throughput" (overall images/s)
+    # or "steady" (GPU runs: images/s without each run's warm-up epoch)
+    basis: str
+    gpus: bool = False  # both runs on CUDA: the guides' GPUs / images/s / speed-up / efficiency table
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,7 +397,7 @@ def group_attempts(records: Sequence[tuple[str, dict[str, Any]]]) -> tuple[Attem
                 _int(f.get("nodes")), _int(f.get("procs_per_node")), int(f["world_size"]),
                 _int(f.get("epochs")), _int(f.get("global_steps")), _int(f.get("steps_this_run")),
                 int(f["images"]), float(f["time_s"]), _float(f.get("images_per_s")),
-                _float(f.get("final_loss")), _float(f.get("final_acc")))
+                _float(f.get("final_loss")), _float(f.get("final_acc")), _float(f.get("steady_images_per_s")))
     close()
     return tuple(attempts)
 
@@ -427,7 +432,23 @@ def overall(training: Training) -> Overall | None:
         images_per_s=ips,
         epochs=last.epochs if complete and last else (max(e.epoch for e in epochs) + 1 if epochs else None),
         global_steps=last.global_steps if complete and last else None,
-        final_loss=final_loss, final_acc=final_acc, complete=complete, estimated=estimated)
+        final_loss=final_loss, final_acc=final_acc, complete=complete, estimated=estimated,
+        steady_images_per_s=steady_throughput(training))
+
+
+def steady_throughput(training: Training) -> float | None:
+    """images/s without each attempt's first epoch, which pays for warm-up (on GPUs cudnn
+    autotuning, NCCL set-up, DDP's bucket rebuild); None when no later epoch exists.
+
+    One attempt: what the job printed (`steady_images_per_s`); several: from the epoch
+    lines (images estimated from their rounded images/s and time)."""
+    if len(training.attempts) == 1 and training.attempts[0].summary is not None:
+        printed = training.attempts[0].summary.steady_images_per_s
+        if printed is not None:
+            return printed
+    later = [e for a in training.attempts for e in a.epochs[1:]]
+    time_s = sum(e.time_s for e in later)
+    return round(sum(e.images for e in later) / time_s, 1) if time_s > 0 else None
 
 
 def per_epoch_throughput(training: Training) -> list[tuple[int, float]]:
@@ -525,16 +546,25 @@ def scaling(run: RunReport, baseline: RunReport) -> Scaling:
         if not rep.config.world_size:
             raise UserError(f"{rep.run_dir}: world size unknown, cannot compute efficiency")
     b = baseline.overall
-    assert b is not None
+    assert b is not None and run.overall is not None
+    # GPU runs are compared on images/s without their warm-up epoch: at a few seconds per
+    # epoch its cudnn autotuning and NCCL set-up would weigh on the run with more GPUs.
+    gpus = run.config.device == "cuda" and baseline.config.device == "cuda"
+    steady = gpus and run.overall.steady_images_per_s is not None and b.steady_images_per_s is not None
+
+    def rate(o: Overall) -> float:
+        return (o.steady_images_per_s or 0.0) if steady else o.raw_throughput
+
     for role, rep in (("baseline", baseline), ("run", run)):
         o = rep.overall
         assert o is not None
-        speedup = o.raw_throughput / b.raw_throughput if b.raw_throughput > 0 else float("nan")
+        speedup = rate(o) / rate(b) if rate(b) > 0 else float("nan")
         ratio = rep.config.world_size / baseline.config.world_size
         rows.append(ScalingRow(role, str(rep.run_dir), rep.config.label, rep.config.world_size,
-                               o.images, o.time_s, o.images_per_s, speedup, speedup / ratio))
+                               o.images, o.time_s, rate(o) if steady else o.images_per_s,
+                               speedup, speedup / ratio))
     same = run.overall.images == b.images and not (run.overall.estimated or b.estimated)
-    return Scaling(tuple(rows), "time" if same else "throughput")
+    return Scaling(tuple(rows), "steady" if steady else "time" if same else "throughput", gpus)
 
 
 # --------------------------------------------------------------------------------------------
@@ -732,6 +762,18 @@ def gpu_by_host(gpus: Sequence[GpuSeries]) -> list[dict[str, Any]]:
     return out
 
 
+def _gpu_scaling_table(scale: Scaling) -> list[str]:
+    """The site guides' table: GPUs, images/s, speed-up (6.34x), efficiency (79%)."""
+    which = ("images/s without each run's warm-up epoch" if scale.basis == "steady"
+             else "overall images/s (a run has no epoch after its first)")
+    lines = [f"scaling (baseline {scale.rows[0].run_dir}; {which}; "
+             "efficiency = speed-up / (GPUs / baseline GPUs))"]
+    rows = [[r.configuration + (" (baseline)" if r.role == "baseline" else ""), str(r.world_size),
+             f"{r.images_per_s:.1f}", _fmt(r.speedup, ".2f") + ("x" if math.isfinite(r.speedup) else ""),
+             _fmt(r.efficiency * 100, ".0f") + ("%" if math.isfinite(r.efficiency) else "")] for r in scale.rows]
+    return lines + _table(["CONFIGURATION", "GPUS", "IMAGES/S", "SPEED-UP", "EFFICIENCY"], rows)
+
+
 def format_report(rep: RunReport, scale: Scaling | None = None,
                   files: Sequence[Path] = ()) -> str:
     c = rep.config
@@ -770,8 +812,12 @@ def format_report(rep: RunReport, scale: Scaling | None = None,
             tail.append("estimated")
         out.append(f"  overall: {images} images in {o.time_s:.3f} s = {o.images_per_s:.1f} images/s"
                    + (f" ({', '.join(tail)})" if tail else ""))
+        if o.steady_images_per_s is not None:
+            out.append(f"  without the warm-up epoch: {o.steady_images_per_s:.1f} images/s")
 
-    if scale is not None:
+    if scale is not None and scale.gpus:
+        out += _gpu_scaling_table(scale)
+    elif scale is not None:
         base = scale.rows[0]
         out.append(f"scaling (baseline {base.run_dir}; speed-up = "
                    + ("baseline time / time" if scale.basis == "time" else "images/s ratio")
@@ -810,6 +856,7 @@ def _overall_dict(o: Overall | None) -> dict[str, Any] | None:
     if o is None:
         return None
     return {"images": o.images, "time_s": o.time_s, "images_per_s": o.images_per_s,
+            "steady_images_per_s": o.steady_images_per_s,
             "epochs": o.epochs, "global_steps": o.global_steps, "final_loss": o.final_loss,
             "final_acc": o.final_acc, "complete": o.complete, "estimated": o.estimated}
 
@@ -837,7 +884,7 @@ def report_dict(rep: RunReport, baseline: RunReport | None = None, scale: Scalin
             "run_dir": str(baseline.run_dir), "config": _config_dict(baseline.config),
             "overall": _overall_dict(baseline.overall)},
         "scaling": None if scale is None else {
-            "basis": scale.basis,
+            "basis": scale.basis, "gpus": scale.gpus,
             "rows": [{"role": r.role, "run_dir": r.run_dir, "configuration": r.configuration,
                       "world_size": r.world_size, "images": r.images, "time_s": r.time_s,
                       "images_per_s": r.images_per_s, "speedup": _num(r.speedup),

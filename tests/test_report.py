@@ -364,3 +364,139 @@ def test_parse_gpu_csv_quirks():
     # noheader,nounits
     plain = parse_gpu_csv(["2026/11/22 10:15:00.123, 3, 42, 100"], "h")
     assert plain[0].index == 3 and plain[0].util == (42.0,)
+
+
+# --------------------------------------------------------------------------------------------
+# GPU runs: the guides' scaling table and the utilisation plot. There is no GPU here, so the
+# two run directories are FIXTURES standing in for Slurm GPU runs of the default job; their
+# records carry the keys a real run writes (checked against the real CPU runs above).
+
+EPOCH_IMAGES_PER_GPU = 50_000  # the CUDA default job: 50,000 images, 256 per GPU
+
+
+def _kv(fields: dict) -> str:
+    return " ".join(f"{k}={'nan' if v is None else (f'{v:.4f}' if isinstance(v, float) and k in ('loss', 'acc', 'final_loss', 'final_acc') else v)}"
+                    for k, v in fields.items())
+
+
+def _gpu_run(path: Path, *, nodes: int, gpn: int, rates: list[float], start_s: int, job_id: int,
+             utils: dict[int, list[int]]) -> dict:
+    """A run directory as `run-multinode --site raven` leaves it after the default CUDA job:
+    launch.json, profile.yaml, job-<id>.log (srun-labelled lines, NCCL over IB), metrics.jsonl
+    as train_ddp's Reporter writes it on CUDA, and one gpu-<host>.csv per node. Returns the
+    summary record."""
+    from runner.profile_loader import load_profile
+    from runner.sites_cmd import profile_yaml
+    from tests import nccl_logs
+
+    world = nodes * gpn
+    steps = -(-EPOCH_IMAGES_PER_GPU // world) // 256
+    images = steps * 256 * world
+    path.mkdir()
+    (path / "launch.json").write_text(json.dumps(
+        {"site": "raven", "profile_file": None, "nodes": nodes, "gpus_per_node": None, "nproc_per_node": None,
+         "partition": None, "account": None, "time": None, "job_name": None, "requeue": None, "job": []},
+        indent=2, sort_keys=True) + "\n")
+    (path / "profile.yaml").write_text(profile_yaml(load_profile("raven")))
+    now = float(start_s)
+    records = [{"event": "start", "time": now, "nodes": nodes, "procs_per_node": gpn, "world_size": world,
+                "device": "cuda", "backend": "nccl", "start_step": 0}]
+    times = []
+    for epoch, rate in enumerate(rates):
+        time_s = round(images / rate, 3)
+        times.append(time_s)
+        now += time_s
+        if (epoch + 1) % 5 == 0 or epoch + 1 == len(rates):
+            records.append({"event": "checkpoint", "time": now, "step": (epoch + 1) * steps,
+                            "path": f"{path}/checkpoints/ckpt-{(epoch + 1) * steps:08d}.pt"})
+        records.append({"event": "epoch", "time": now, "epoch": epoch, "steps": f"{epoch * steps + 1}-{(epoch + 1) * steps}",
+                        "time_s": time_s, "images_per_s": round(images / time_s, 1), "loss": 2.0 / (epoch + 1),
+                        "acc": 0.2 + 0.1 * epoch})
+    total = images * len(rates)
+    records.append({"event": "summary", "time": now, "nodes": nodes, "procs_per_node": gpn, "world_size": world,
+                    "epochs": len(rates), "global_steps": steps * len(rates), "steps_this_run": steps * len(rates),
+                    "images": total, "time_s": round(sum(times), 3), "images_per_s": round(total / sum(times), 1),
+                    "final_loss": 2.0 / len(rates), "final_acc": 0.2 + 0.1 * (len(rates) - 1),
+                    "steady_images_per_s": round(images * (len(rates) - 1) / sum(times[1:]), 1), "checkpoint_s": 0.812})
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    streams = nccl_logs.job(nccl_logs.ib_rank, nodes=nodes, gpn=gpn)
+    log = [line for rank, lines in enumerate(streams)
+           for line in nccl_logs.outer_prefix(lines, "srun", rank=rank, gpn=gpn)]
+    log += [f"0: fabrikit-train: {_kv({k: v for k, v in r.items() if k not in ('event', 'time')})}"
+            if r["event"] == "epoch" else
+            f"0: fabrikit-train: {r['event']} {_kv({k: v for k, v in r.items() if k not in ('event', 'time')})}"
+            for r in records]
+    (path / f"job-{job_id}.log").write_text("\n".join(log) + "\n")
+    for node in range(nodes):
+        _gpu_csv(path / f"gpu-{nccl_logs.rank_host(node * gpn, gpn)}.csv", start_s + node,  # GPU i: 3*i% lower
+                 {i: [max(0, u - 3 * i) for u in utils[node]] for i in range(gpn)})
+    return records[-1]
+
+
+@pytest.fixture
+def gpu_runs(tmp_path) -> dict[str, tuple[Path, dict]]:
+    """{"base": 1 node x 1 GPU, "run": 2 nodes x 4 GPUs}: (run directory, summary record)."""
+    start = 1_795_000_000
+    base = _gpu_run(tmp_path / "gpu-1", nodes=1, gpn=1, rates=[14_000, 24_800, 25_000, 25_100], start_s=start,
+                    job_id=501, utils={0: [0, 97, 98, 98, 97, 98, 97, 98, 97, 20]})
+    run = _gpu_run(tmp_path / "gpu-8", nodes=2, gpn=4, rates=[60_000, 157_000, 158_500, 157_900],
+                   start_s=start + 900, job_id=502, utils={0: [0, 91, 92, 90, 10], 1: [0, 78, 80, 79, 8]})  # per node
+    return {"base": (tmp_path / "gpu-1", base), "run": (tmp_path / "gpu-8", run)}
+
+
+def test_gpu_run_fixture_has_the_records_of_a_real_run(runs, gpu_runs):
+    """The GPU fixtures are only worth something if train_ddp really writes records like them."""
+    def keys(path: Path) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for line in (path / "metrics.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            out.setdefault(record["event"], set()).update(record)
+        return out
+
+    real, fixture = keys(runs["run"]), keys(gpu_runs["run"][0])
+    for event in ("start", "epoch", "summary"):
+        assert fixture[event] == real[event], event
+
+
+def test_gpu_runs_give_the_guides_scaling_table_and_utilisation_plot(gpu_runs, tmp_path):
+    (run, s), (base, b) = gpu_runs["run"], gpu_runs["base"]
+    out = tmp_path / "out"
+    res = _report(run, "--baseline", base, "--output", out)
+    assert res.returncode == 0, res.stderr
+    speedup = s["steady_images_per_s"] / b["steady_images_per_s"]
+    efficiency = speedup / 8
+    assert 6.0 < speedup < 6.5 and 0.75 < efficiency < 0.8  # seed 000's figures: 6.34x, 79%
+
+    text = res.stdout.splitlines()
+    head = next(i for i, line in enumerate(text) if line.split() == ["CONFIGURATION", "GPUS", "IMAGES/S",
+                                                                    "SPEED-UP", "EFFICIENCY"])
+    assert "images/s without each run's warm-up epoch" in text[head - 1]
+    assert text[head + 1].split() == ["1", "node", "x", "1", "GPU", "(baseline)", "1",
+                                      f"{b['steady_images_per_s']:.1f}", "1.00x", "100%"]
+    assert text[head + 2].split() == ["2", "nodes", "x", "4", "GPUs", "8", f"{s['steady_images_per_s']:.1f}",
+                                      f"{speedup:.2f}x", f"{efficiency * 100:.0f}%"]
+    assert f"  without the warm-up epoch: {s['steady_images_per_s']:.1f} images/s" in text
+    assert "device             cuda (nccl)" in res.stdout
+    assert "GPU utilisation (gpu-nid001000.csv, gpu-nid001001.csv)" in res.stdout
+    node2 = [max(0, u - 3 * i) for i in range(4) for u in (0, 78, 80, 79, 8)]  # see gpu_runs and _gpu_run
+    assert (f"nid001001: 4 GPU(s), 20 samples, mean {round(sum(node2) / len(node2), 1):.0f}%, "  # means kept at 0.1
+            f"lowest GPU3 {round(sum(node2[15:]) / 5, 1):.0f}%") in res.stdout
+
+    data = json.loads((out / "report.json").read_text())
+    assert data["scaling"]["basis"] == "steady" and data["scaling"]["gpus"] is True
+    rows = {r["role"]: r for r in data["scaling"]["rows"]}
+    assert rows["run"]["speedup"] == pytest.approx(speedup) and rows["run"]["efficiency"] == pytest.approx(efficiency)
+    assert rows["run"]["images_per_s"] == s["steady_images_per_s"]
+    assert data["overall"]["steady_images_per_s"] == s["steady_images_per_s"]
+    assert data["transport"]["transport"] == "ib"
+    png = out / "gpu_utilisation.png"
+    assert data["files"]["gpu_utilisation"] == str(png)
+    _assert_not_blank(png, TAB_BLUE)
+    _assert_not_blank(out / "throughput.png", TAB_GRAY, min_colour_px=100)
+
+
+def test_report_cmd_runs_as_a_module(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "runner.report_cmd", str(tmp_path / "missing")], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip() == f"fabrikit report: error: {tmp_path / 'missing'}: no such run directory"

@@ -145,6 +145,24 @@ def test_sigusr1_to_one_rank_stops_every_rank_with_exit_75(tmp_path: Path, start
 
 
 @pytest.mark.slow
+def test_cifar10_run_with_augmentation_reports_test_set_accuracy(tmp_path: Path, run_job, fake_cifar10) -> None:
+    """--data-dir with a test_batch: the trained model is evaluated on it after the last epoch."""
+    data = fake_cifar10(tmp_path / "data", per_batch=32)  # 160 train images, 32 test images
+    run = run_job("train_ddp.py", ["--data-dir", str(data), "--batch-size", "16", "--epochs", "2", "--augment",
+                                   "--output-dir", str(tmp_path)], cwd=tmp_path)
+    assert run.returncode == 0, run.output
+    assert "augment=crop+flip test_set=test_batch" in run.output
+    evaluation = run.one("fabrikit-train: eval ")
+    assert evaluation["images"] == "32" and 0.0 <= float(evaluation["acc"]) <= 1.0 and float(evaluation["loss"]) > 0
+    summary = run.one("fabrikit-train: summary ")
+    epochs = run.all("fabrikit-train: epoch=")
+    assert summary["steady_images_per_s"] == epochs[1]["images_per_s"]  # the epoch after the warm-up one
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in records] == ["start", "epoch", "epoch", "eval", "summary"]
+    assert records[3]["images"] == 32 and records[-1]["checkpoint_s"] == 0.0
+
+
+@pytest.mark.slow
 def test_resume_skips_truncated_and_unmarked_checkpoints(reference, tmp_path: Path, run_job) -> None:
     ref_run, ref_dir = reference
     ckpt = tmp_path / "ckpt"
@@ -242,16 +260,135 @@ def test_save_checkpoint_is_atomic_and_keeps_the_last_k(tmp_path: Path) -> None:
     assert (tmp_path / checkpoint_name(9)).exists() and (tmp_path / checkpoint_name(5)).exists()
 
 
-def test_skip_sampler_continues_the_epoch_at_the_next_batch() -> None:
-    dataset = list(range(100))
-    inner = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, shuffle=True, seed=3)
-    sampler = train_ddp.SkipSampler(inner)
-    sampler.set_epoch(4)
-    full = list(sampler)
-    sampler.set_epoch(4, skip=3 * 8)
-    assert list(sampler) == full[24:] and len(sampler) == len(full) - 24
-    sampler.set_epoch(5)
-    assert list(sampler) != full  # another epoch, another order
+@pytest.mark.parametrize("size,world", [(100, 1), (100, 2), (101, 4), (3, 8), (10, 3)])
+def test_epoch_order_is_distributed_samplers(size: int, world: int) -> None:
+    """Same partition and order as DistributedSampler (padding by wrap-around included), so
+    checkpoints keep meaning the same batches."""
+    for rank in range(world):
+        for epoch, seed in ((0, 0), (4, 3), (7, 11)):
+            sampler = torch.utils.data.DistributedSampler(range(size), num_replicas=world, rank=rank, shuffle=True,
+                                                          seed=seed)
+            sampler.set_epoch(epoch)
+            assert train_ddp.epoch_order(size, world, rank, epoch, seed).tolist() == list(sampler)
+
+
+def _batches(data, *, rank: int = 0, world: int = 2, augment: bool = False, chunk: int = 8192, epoch: int = 4,
+             start: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    cpu = torch.device("cpu")
+    batches = train_ddp.DeviceBatches(data, cpu, world_size=world, rank=rank, batch_size=8, seed=3, augment=augment,
+                                      fmt=train_ddp.InputFormat.for_device(cpu), chunk_images=chunk)
+    return list(batches.epoch(epoch, start))
+
+
+@pytest.mark.parametrize("augment", [False, True])
+def test_device_batches_continue_the_epoch_at_the_next_batch(augment: bool) -> None:
+    data = train_ddp.synthetic_cifar(100, seed=1)
+    full = _batches(data, augment=augment)
+    assert len(full) == 6  # ceil(100 / 2) // 8
+    for x, y in full:
+        assert x.shape == (8, 3, 32, 32) and x.dtype == torch.float32 and x.is_contiguous() and y.shape == (8,)
+    # Resuming at batch 3 gives exactly the rest, however the epoch is cut into chunks.
+    for resumed in (_batches(data, augment=augment, start=3), _batches(data, augment=augment, start=3, chunk=16)):
+        assert len(resumed) == 3
+        assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(full[3:], resumed))
+    other = _batches(data, augment=augment, epoch=5)
+    assert not torch.equal(torch.cat([x for x, _ in full]), torch.cat([x for x, _ in other]))
+
+
+def test_device_batches_cover_the_data_set_once_per_epoch_over_all_ranks() -> None:
+    images = train_ddp.synthetic_cifar(48, seed=2).images
+    data = train_ddp.ImageSet(images, torch.arange(48))  # label = image number
+    normalise = train_ddp.Normaliser(torch.device("cpu"), train_ddp.InputFormat.for_device(torch.device("cpu")))
+    batches = [b for rank in range(3) for b in _batches(data, rank=rank, world=3)]
+    numbers = torch.cat([y for _, y in batches])
+    assert sorted(numbers.tolist()) == list(range(48))
+    assert torch.equal(torch.cat([x for x, _ in batches]), normalise(images[numbers]))
+
+
+CUDA_LAYOUT_ON_CPU = """
+import argparse, sys, warnings
+import torch, torch.distributed as dist, torch.nn.functional as F
+import train_ddp as t
+warnings.simplefilter("error")  # DDP's 'Grad strides do not match bucket view strides' included
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+cpu = torch.device("cpu")
+torch.manual_seed(0)
+model = t.CifarResNet(width=8).to(memory_format=torch.channels_last)
+ddp = t.wrap_ddp(model, cpu)
+optimizer = t.make_optimizer(model, argparse.Namespace(lr=0.1, weight_decay=5e-4))
+fmt = t.InputFormat(torch.bfloat16, torch.channels_last)  # what InputFormat.for_device gives on CUDA
+batches = t.DeviceBatches(t.synthetic_cifar(32, 0), cpu, world_size=1, rank=0, batch_size=8, seed=0,
+                          augment=True, fmt=fmt, chunk_images=16)
+losses = []
+for x, y in batches.epoch(0):
+    assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last), (x.dtype, x.stride())
+    with fmt.autocast(cpu):
+        loss = F.cross_entropy(ddp(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+bad = [n for n, p in model.named_parameters() if p.grad.stride() != p.stride()]
+assert not bad, bad
+result = t.evaluate(model, t.synthetic_cifar(20, 1), cpu, 8, fmt)
+assert result["images"] == 20 and 0 <= result["acc"] <= 1, result
+dist.destroy_process_group()
+print("steps", len(losses), "finite", all(l == l for l in losses))
+"""
+
+
+@pytest.mark.slow
+def test_cuda_layout_runs_on_cpu_tensors(tmp_path: Path) -> None:
+    """The CUDA configuration (bf16 channels_last input, channels_last model under autocast,
+    launch-lean DDP, evaluation) driven on CPU tensors, as far as it can be without a GPU."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", CUDA_LAYOUT_ON_CPU], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(train_ddp.__file__).parent), "OMP_NUM_THREADS": "1"},
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["steps", "4", "finite", "True"]  # 32 images / 8, prepared in 2 chunks
+
+
+def test_crop_flip_is_padded_random_crop_and_mirror() -> None:
+    gen = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6, 3, 32, 32), generator=gen, dtype=torch.uint8)
+    offsets = torch.tensor([[0, 0], [8, 8], [4, 4], [0, 8], [3, 5], [8, 0]])
+    flips = torch.tensor([False, False, True, True, False, True])
+    out = train_ddp.crop_flip(images, offsets, flips)
+    assert out.shape == (6, 3, 32, 32) and out.dtype == torch.uint8
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    padded = torch.nn.functional.pad(images, (4, 4, 4, 4))
+    for b in range(6):
+        dy, dx = offsets[b].tolist()
+        ref = padded[b, :, dy:dy + 32, dx:dx + 32]
+        assert torch.equal(out[b], ref.flip(-1) if flips[b] else ref), b
+    assert torch.equal(out[2], images[2].flip(-1))  # centred crop + flip: the mirror image
+
+
+def test_augmentation_is_a_function_of_seed_epoch_and_image() -> None:
+    a, b = train_ddp.augment_params(50, epoch=2, seed=1), train_ddp.augment_params(50, epoch=2, seed=1)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert a[0].min() >= 0 and a[0].max() <= 2 * train_ddp.AUGMENT_PAD
+    assert not torch.equal(a[0], train_ddp.augment_params(50, epoch=3, seed=1)[0])
+
+
+def test_workload_defaults_depend_on_the_device() -> None:
+    cpu = train_ddp.apply_workload(train_ddp.parse_args([]), "cpu")
+    assert (cpu.epochs, cpu.batch_size, cpu.synthetic_size, cpu.width, cpu.augment, cpu.checkpoint_epochs) == (
+        2, 32, 512, 16, False, 1)  # what CI's local CPU runs have always used
+    cuda = train_ddp.apply_workload(train_ddp.parse_args([]), "cuda")
+    assert (cuda.epochs, cuda.batch_size, cuda.synthetic_size, cuda.width, cuda.augment, cuda.blocks) == (
+        30, 256, 50_000, 64, True, (2, 2, 2, 2))  # ResNet-18 on CIFAR-10-sized data, the guides' table
+    given = train_ddp.apply_workload(train_ddp.parse_args(["--epochs", "3", "--width", "8", "--no-augment"]), "cuda")
+    assert (given.epochs, given.width, given.augment, given.batch_size) == (3, 8, False, 256)
+
+
+def test_bad_numbers_are_usage_errors(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        train_ddp.parse_args(["--batch-size", "0"])
+    assert exc.value.code == 2 and "--batch-size must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_lr_schedule_is_a_function_of_the_step() -> None:
