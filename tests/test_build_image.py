@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +23,11 @@ from runner import image_build as ib
 from runner.build_cmd import build_image
 from runner.profile_loader import load_profile
 from runner.resources import bundled_bindings_dir, containers_dir, project_root
+from tests.helpers import require_program
 
 TESTCLUSTER = project_root() / "tests" / "sites" / "testcluster.yaml"
 SHELL_SECTIONS = ("setup", "post", "test", "environment", "runscript")
+INSTALL_HINT = "the package is not installed (pip install -e .)"
 
 
 def _bundled_build_sites() -> list[str]:
@@ -215,8 +216,7 @@ def test_dry_run_renders_a_complete_definition(target: str, tmp_path: Path):
 
 @pytest.mark.parametrize("target", ALL_TARGETS, ids=lambda t: Path(t).stem)
 def test_shell_sections_pass_shellcheck(target: str, tmp_path: Path):
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck not installed")
+    shellcheck = require_program("shellcheck", "apt-get install shellcheck")
     loaded = load_profile(target, is_path=target.endswith(".yaml"))
     plan = ib.plan_build(loaded, output=tmp_path / "x.sif")
     text = ib.substitute_args(plan.definition, plan.effective_args)
@@ -226,7 +226,7 @@ def test_shell_sections_pass_shellcheck(target: str, tmp_path: Path):
             continue
         script = tmp_path / f"{index:02d}-{name}.sh"
         script.write_text("#!/bin/sh\n" + body)
-        result = subprocess.run(["shellcheck", "-s", "sh", str(script)], capture_output=True, text=True)
+        result = subprocess.run([shellcheck, "-s", "sh", str(script)], capture_output=True, text=True)
         assert result.returncode == 0, f"%{name} of {target}:\n{result.stdout}"
         checked += 1
     assert checked >= 2  # at least %post and %test
@@ -363,9 +363,7 @@ def test_malformed_build_argument(tmp_path: Path):
 
 
 def test_missing_apptainer_through_the_console_script(tmp_path: Path):
-    script = shutil.which("build-image")
-    if script is None:
-        pytest.skip("the build-image console script is not installed (pip install -e .)")
+    script = require_program("build-image", INSTALL_HINT)
     empty = tmp_path / "emptybin"
     empty.mkdir()
     env = {**os.environ, "PATH": str(empty)}
@@ -495,9 +493,7 @@ def test_foreign_image_needs_force(tmp_path: Path, fake_path: Path):
 
 
 def test_sigterm_removes_the_temporary_image(tmp_path: Path, fake_bin: Path):
-    script = shutil.which("build-image")
-    if script is None:
-        pytest.skip("the build-image console script is not installed (pip install -e .)")
+    script = require_program("build-image", INSTALL_HINT)
     env = {**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}", "FAKE_BUILD": "hang"}
     proc = subprocess.Popen([script, "--profile", str(_profile(tmp_path))], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
@@ -516,9 +512,7 @@ def test_sigterm_removes_the_temporary_image(tmp_path: Path, fake_bin: Path):
 
 def test_ctrl_c_removes_the_temporary_image(tmp_path: Path, fake_bin: Path):
     """Ctrl-C on a terminal: SIGINT to the whole foreground process group."""
-    script = shutil.which("build-image")
-    if script is None:
-        pytest.skip("the build-image console script is not installed (pip install -e .)")
+    script = require_program("build-image", INSTALL_HINT)
     env = {**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}", "FAKE_BUILD": "hang"}
     proc = subprocess.Popen([script, "--profile", str(_profile(tmp_path))], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
@@ -549,9 +543,9 @@ def test_submit_writes_a_batch_script(tmp_path: Path, fake_path: Path):
     assert f'!= {other} ]' in script
     assert "apptainer build" in script and str(out / "mini.sif.def") in script and 'mv -f "$tmp"' in script
     subprocess.run(["bash", "-n", str(out / "mini.sif.build.sbatch")], check=True)
-    if shutil.which("shellcheck"):
-        check = subprocess.run(["shellcheck", str(out / "mini.sif.build.sbatch")], capture_output=True, text=True)
-        assert check.returncode == 0, check.stdout
+    check = subprocess.run([require_program("shellcheck", "apt-get install shellcheck"),
+                            str(out / "mini.sif.build.sbatch")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
     argv = (out / "mini.sif.build.sbatch.argv").read_text()
     assert "--parsable" in argv and f"--output={out}/mini.sif.build-%j.log" in argv
     assert (out / "mini.sif.def").is_file() and not (out / "mini.sif").exists()
