@@ -677,8 +677,38 @@ class BuildResult:
     labels_ok: bool
 
 
-class _Terminated(Exception):
-    """SIGTERM during a build: clean up like Ctrl-C."""
+class _Interrupts:
+    """Records SIGINT and SIGTERM while a build runs, instead of raising where they land.
+
+    The verdict (interrupted, failed, built) is then made in one place once Apptainer has
+    exited, whichever of the two processes saw the signal first: with Ctrl-C on a terminal
+    both get SIGINT, and Apptainer may exit (status 1) before or after Python would have
+    raised KeyboardInterrupt in the middle of the failure path.
+
+    SIGINT is handled even when it was inherited *ignored* (a CI runner, ``build-image &`` in a
+    script): Apptainer's Go runtime un-ignores it and still dies of a Ctrl-C (measured with
+    apptainer 1.4.5: exit 1 within a second), so a parent that kept ignoring it would call an
+    interrupted build a failed one. Our handler also means the child starts with the default
+    action (exec resets caught signals, but keeps ignored ones).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():  # handlers need the main thread
+            self._previous = {sig: signal.signal(sig, self._record) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def _record(self, signum: int, _frame: object) -> None:
+        self.signum = self.signum or signum
 
 
 def _remove(path: Path) -> None:
@@ -711,9 +741,15 @@ def _stop(proc: subprocess.Popen, first: int, *, grace: float = 0.0) -> None:
             continue
 
 
+def _died_of_sigint(rc: int) -> bool:
+    """Exit statuses that mean "stopped by Ctrl-C" even if our own handler did not see it."""
+    return rc in (-signal.SIGINT, 128 + signal.SIGINT)
+
+
 def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tty: bool | None = None) -> BuildResult:
     """Run the build: definition next to the image, output to a temporary name, rename on
-    success; the temporary image is removed on failure, Ctrl-C or SIGTERM."""
+    success; the temporary image is removed on failure, Ctrl-C or SIGTERM (then
+    KeyboardInterrupt is raised: "interrupted", exit 130)."""
     out = out if out is not None else sys.stderr
     tty = out.isatty() if tty is None else tty
     try:
@@ -730,10 +766,7 @@ def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tt
     progress = Progress(out, tty=tty, agent=plan.agent)
     lines: queue.Queue[str | None] = queue.Queue()
 
-    def on_sigterm(signum: int, frame: object) -> None:
-        raise _Terminated()
-
-    with open(plan.log_path, "w", encoding="utf-8", errors="replace") as log:
+    with open(plan.log_path, "w", encoding="utf-8", errors="replace") as log, _Interrupts() as interrupts:
         log.write(f"# fabrikit {__version__} build-image {plan.site}: {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n")
         log.write(f"# {runtime.version_text} ({runtime.path}) on {platform.node()} ({plan.host_arch})\n")
         log.write(f"# command: {plan.command_line()}\n")
@@ -749,14 +782,11 @@ def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tt
                 lines.put(raw.decode("utf-8", errors="replace").rstrip("\n"))
             lines.put(None)
 
-        thread = threading.Thread(target=reader, daemon=True)
-        in_main = threading.current_thread() is threading.main_thread()
-        old_term = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
         try:
-            thread.start()
-            while True:
+            threading.Thread(target=reader, daemon=True).start()
+            while not interrupts.signum:
                 try:
-                    line = lines.get(timeout=1.0)
+                    line = lines.get(timeout=0.2)
                 except queue.Empty:
                     progress.tick()
                     continue
@@ -765,23 +795,21 @@ def execute(plan: BuildPlan, runtime: Runtime, *, out: IO[str] | None = None, tt
                 log.write(line + "\n")
                 log.flush()
                 progress.feed(line)
+            if interrupts.signum:
+                # Ctrl-C on a terminal reached Apptainer too: let it clean up first. A SIGTERM
+                # (kill, scancel) was sent to us alone, so it is passed on at once.
+                sigint = interrupts.signum == signal.SIGINT
+                _stop(proc, interrupts.signum, grace=5.0 if sigint else 0.0)
             rc = proc.wait()
-        except (KeyboardInterrupt, _Terminated) as exc:
-            if isinstance(exc, _Terminated):
-                _stop(proc, signal.SIGTERM)
-            else:
-                _stop(proc, signal.SIGINT, grace=5.0)
-            _remove(plan.temp_output)
-            log.write(f"# interrupted after {progress.elapsed():.0f} s in {progress.section}; "
-                      f"{plan.temp_output} removed\n")
-            raise KeyboardInterrupt from None
         finally:
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
             if proc.poll() is None:  # pragma: no cover - only on unexpected exceptions
                 _stop(proc, signal.SIGTERM)
                 _remove(plan.temp_output)
         seconds = progress.elapsed()
+        if interrupts.signum or _died_of_sigint(rc):
+            _remove(plan.temp_output)
+            log.write(f"# interrupted after {seconds:.0f} s in {progress.section}; {plan.temp_output} removed\n")
+            raise KeyboardInterrupt
         if rc != 0 or not plan.temp_output.is_file():
             _remove(plan.temp_output)
             if rc == 0:

@@ -9,7 +9,9 @@ Cluster/Apptainer fixtures (helpers live in tests/cluster/rig.py):
 * ``tiny_sif`` (session): a ~1 MB busybox SIF, for "apptainer runs in the nodes" checks.
 
 Where a prerequisite is missing the tests are skipped with the reason, unless
-FABRIKIT_REQUIRE_CLUSTER=1 / FABRIKIT_REQUIRE_APPTAINER=1 (CI), which turn the skip into an error.
+FABRIKIT_REQUIRE_CLUSTER=1 / FABRIKIT_REQUIRE_APPTAINER=1 (CI), which turn the skip into an error;
+FABRIKIT_REQUIRE_TOOLS=1 does the same for programs and libraries (console scripts, shellcheck,
+libfabric, torch), see tests/helpers.py `require_program`.
 """
 from __future__ import annotations
 
@@ -20,18 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import unavailable
+
 _spec = importlib.util.spec_from_file_location(
     "fabrikit_cluster_rig", Path(__file__).parent / "cluster" / "rig.py")
 rig = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = rig
 _spec.loader.exec_module(rig)
-
-
-def _unavailable(require_var: str, what: str, reasons) -> None:
-    reason = f"{what}: " + "; ".join([reasons] if isinstance(reasons, str) else reasons)
-    if os.environ.get(require_var) == "1":
-        pytest.fail(f"{reason} [{require_var}=1: this is an error, not a skip]", pytrace=False)
-    pytest.skip(reason)
 
 
 def _say(config, msg: str) -> None:
@@ -47,13 +44,13 @@ def _say(config, msg: str) -> None:
 def slurm_cluster(request):
     missing = rig.missing_prerequisites()
     if missing:
-        _unavailable("FABRIKIT_REQUIRE_CLUSTER", "no test cluster", missing)
+        unavailable("FABRIKIT_REQUIRE_CLUSTER", "no test cluster", missing)
     cluster = rig.SlurmCluster(rig.ClusterSettings.from_env())
     try:
         cluster.acquire_lock(timeout=float(os.environ.get("FABRIKIT_CLUSTER_LOCK_TIMEOUT", "600")),
                              on_wait=lambda m: _say(request.config, m))
     except TimeoutError as e:
-        _unavailable("FABRIKIT_REQUIRE_CLUSTER", "test cluster busy", str(e))
+        unavailable("FABRIKIT_REQUIRE_CLUSTER", "test cluster busy", str(e))
     cluster.install_emergency_teardown()
     try:
         cluster.up()
@@ -66,7 +63,7 @@ def slurm_cluster(request):
 def apptainer_bin() -> str:
     path, reason = rig.find_apptainer()
     if path is None:
-        _unavailable("FABRIKIT_REQUIRE_APPTAINER", "no apptainer", reason)
+        unavailable("FABRIKIT_REQUIRE_APPTAINER", "no apptainer", reason)
     return path
 
 
@@ -74,7 +71,7 @@ def apptainer_bin() -> str:
 def tiny_sif(apptainer_bin, tmp_path_factory) -> Path:
     sif, reason = rig.build_tiny_sif(apptainer_bin, tmp_path_factory.mktemp("tiny-sif"))
     if sif is None:
-        _unavailable("FABRIKIT_REQUIRE_APPTAINER", "no tiny test image", reason)
+        unavailable("FABRIKIT_REQUIRE_APPTAINER", "no tiny test image", reason)
     return sif
 
 
@@ -119,7 +116,7 @@ def test_image(apptainer_bin, request) -> Path:
     if not (Path("/opt/wheels") / str(wheel)).is_file():
         missing.append(f"/opt/wheels/{wheel} not found (the CPU torch wheel the test image installs)")
     if missing:
-        _unavailable("FABRIKIT_REQUIRE_APPTAINER", "cannot build the test image", missing)
+        unavailable("FABRIKIT_REQUIRE_APPTAINER", "cannot build the test image", missing)
     script = shutil.which("build-image")
     cmd = [script] if script else [sys.executable, "-c", "from runner.cli import build_image_main; build_image_main()"]
     start = time.monotonic()

@@ -9,6 +9,41 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+REQUIRE_TOOLS = "FABRIKIT_REQUIRE_TOOLS"
+
+
+def unavailable(require_var: str, what: str, reasons) -> None:
+    """Skip for a missing prerequisite, with the reason; when ``require_var`` is 1 (CI sets
+    them all) fail instead, so a prerequisite that went missing cannot turn tests green."""
+    import pytest
+
+    reason = f"{what}: " + "; ".join([reasons] if isinstance(reasons, str) else reasons)
+    if os.environ.get(require_var) == "1":
+        pytest.fail(f"{reason} [{require_var}=1: this is an error, not a skip]", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_program(name: str, how: str) -> str:
+    """Path of the program ``name`` (a console script, shellcheck, ...), else skip, or fail
+    under FABRIKIT_REQUIRE_TOOLS=1. ``how`` says how to install it."""
+    path = shutil.which(name)
+    if path is None:
+        unavailable(REQUIRE_TOOLS, f"{name} not found on PATH", how)
+    return path
+
+
+def require_file(path: str | Path, what: str, how: str) -> None:
+    """Like `require_program`, for a library or data file at a fixed path."""
+    if not Path(path).exists():
+        unavailable(REQUIRE_TOOLS, f"{what} not found ({path})", how)
+
+
+def require_module(name: str, how: str) -> None:
+    """Like `require_program`, for a Python module (torch for the local-launch tests)."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        unavailable(REQUIRE_TOOLS, f"Python module {name} not importable", how)
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60,

@@ -9,12 +9,14 @@ import pytest
 import yaml
 
 from runner.elf_deps import closure, read_elf
-from tests.helpers import ROOT, cli
+from tests.helpers import ROOT, cli, require_file
 
 LIBDIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"]
 
-pytestmark = pytest.mark.skipif(not Path("/usr/lib/x86_64-linux-gnu/libfabric.so.1").exists(),
-                                reason="Debian's libfabric1 is not installed (apt-get install libfabric1)")
+
+@pytest.fixture(autouse=True)
+def _libfabric() -> None:
+    require_file("/usr/lib/x86_64-linux-gnu/libfabric.so.1", "Debian's libfabric1", "apt-get install libfabric1")
 
 
 def libfabric_closure() -> dict[str, str]:

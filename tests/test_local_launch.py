@@ -13,10 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, wait_for
+from tests.helpers import cli, require_module, wait_for
 
-pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _torch() -> None:
+    require_module("torch", "pip install torch==2.13.0 (tools/ci-install.sh)")
 
 # A small, quick training job: a few steps of the default model on a tiny synthetic set.
 SMALL = ["--synthetic-size", "128", "--batch-size", "16", "--width", "8", "--epochs", "2"]

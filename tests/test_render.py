@@ -5,14 +5,13 @@ Golden files live in tests/golden/ and change only through `pytest --update-gold
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, one_line_error
+from tests.helpers import cli, one_line_error, require_program
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SLURM_SITES = ["olivia", "raven", "gilbreth", "ethernet", "lumi", "alps", "leonardo"]
@@ -38,12 +37,11 @@ def test_golden_script(site: str, nodes: int, request: pytest.FixtureRequest) ->
 
 @pytest.mark.parametrize("site", SLURM_SITES)
 def test_script_passes_shellcheck(site: str, tmp_path: Path) -> None:
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck not installed (apt-get install shellcheck)")
+    shellcheck = require_program("shellcheck", "apt-get install shellcheck")
     for nodes in ("1", "2", "4"):
         path = tmp_path / f"{site}-{nodes}.sbatch"
         path.write_text(dry_run("--site", site, "--nodes", nodes))
-        result = subprocess.run(["shellcheck", "-s", "bash", str(path)], capture_output=True, text=True)
+        result = subprocess.run([shellcheck, "-s", "bash", str(path)], capture_output=True, text=True)
         assert result.returncode == 0, result.stdout
 
 
