@@ -106,9 +106,15 @@ def _env(spec: LaunchSpec) -> str:
 
 
 def _srun(request: LaunchRequest) -> str:
-    """The job step: one task per node."""
+    """The job step: one task per node, with the CPUs the job asked for. Since Slurm 22.05
+    srun no longer inherits sbatch's --cpus-per-task (sbatch(1), NOTE under --cpus-per-task;
+    22.05 release notes: "srun will no longer read in SLURM_CPUS_PER_TASK"): without the
+    option here, torchrun and all its workers would share one CPU."""
     scheduler = request.profile.scheduler
-    srun = ['srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --label']
+    srun = ['srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1']
+    if scheduler.cpus_per_task:
+        srun.append(f"--cpus-per-task={scheduler.cpus_per_task}")
+    srun.append("--kill-on-bad-exit=1 --label")
     if scheduler.srun_extra:
         srun.append(shell_words((template(extra) for extra in scheduler.srun_extra), BINDING))
     return " ".join(srun)

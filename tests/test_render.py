@@ -154,6 +154,16 @@ def test_single_node_slingshot_drops_nccl_net() -> None:
     assert "APPTAINERENV_NCCL_NET=" not in dry_run("--site", "olivia", "--nodes", "1")
 
 
+def test_the_job_step_asks_for_the_jobs_cpus() -> None:
+    """Slurm >= 22.05: srun does not inherit sbatch's --cpus-per-task, so the launch step asks
+    again, or torchrun and its workers share one CPU. No cpus_per_task: srun's default."""
+    step = next(line for line in dry_run("--site", "olivia", "--nodes", "2").splitlines()
+                if line.startswith('srun --nodes="$SLURM_JOB_NUM_NODES"'))
+    assert "--ntasks-per-node=1 --cpus-per-task=72 " in step
+    raven = dry_run("--site", "raven", "--nodes", "2")
+    assert "--cpus-per-task" not in raven.replace("#SBATCH --cpus-per-task", "")
+
+
 def test_flags_override_profile() -> None:
     script = dry_run("--site", "olivia", "--nodes", "8", "--partition", "accel-long", "--account", "nn1234k",
                      "--time", "2-00:00:00", "--job-name", "resnet.run-1", "--gpus-per-node", "2")
