@@ -22,6 +22,7 @@ from pathlib import Path
 import msgspec
 
 from . import elf_deps
+from .image_labels import LABEL_FLAVOUR, LABEL_GLIBC, LABEL_SITE
 from .profile_loader import LoadedProfile
 from .request import host_library_binds
 
@@ -87,7 +88,7 @@ def image_libraries(runtime: str | None, image: str | None) -> set[str] | None:
 
 
 def image_glibc(runtime: str | None, image: str | None, labels: dict[str, str]) -> tuple[int, ...] | None:
-    text = labels.get("org.fabrikit.glibc")
+    text = labels.get(LABEL_GLIBC)
     if not text and runtime and image and Path(image).exists():
         try:
             result = subprocess.run([runtime, "exec", image, "ldd", "--version"], capture_output=True, text=True,
@@ -148,13 +149,13 @@ def run_checks(loaded: LoadedProfile, *, image: str | None = None) -> list[Check
         if image and Path(image).exists():
             try:
                 labels = apptainer.inspect_labels(runtime_path, image) if runtime_path else {}
-                site = labels.get("org.fabrikit.site")
+                site = labels.get(LABEL_SITE)
                 if site and site != loaded.name:
                     checks.append(Check("image labels", Status.WARN, f"{image} was built for site '{site}'",
                                         fix=f"build-image {loaded.name}", required=False))
                 elif site:
                     checks.append(Check("image labels", Status.PASS, f"site {site}, flavour "
-                                        f"{labels.get('org.fabrikit.flavour', '?')}"))
+                                        f"{labels.get(LABEL_FLAVOUR, '?')}"))
                 else:
                     checks.append(Check("image labels", Status.WARN, "no fabrikit labels (not built by build-image)",
                                         required=False))
