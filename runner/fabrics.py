@@ -7,8 +7,9 @@ asks this module what the kind means.
   `fabrikit job-end` and `fabrikit report` call fast and what a fallback (`is_fast`);
 - whether the kind needs an inter-node network at all: a log without any network selection
   cannot be confirmed fast on Slingshot or InfiniBand, and is fine on Ethernet;
-- what to say when NCCL fell back to sockets, and which libfabric provider or net plugin
-  the fast path needs (the warnings name them);
+- what to say when NCCL fell back to sockets, which libfabric provider or net plugin the
+  fast path needs (the warnings name them), and which variables make NCCL fail instead of
+  falling back (`fabrikit doctor` checks the profile sets them);
 - variables a single-node run must not set (HPE: `NCCL_NET` on one node allocates a VNI
   for nothing; fabric-facts.md "Sigma2 Olivia");
 - the preset a profile of this kind extends (`bindings/presets/NAME.yaml`), the definition
@@ -43,6 +44,9 @@ class FabricKind(NamedTuple):
     fallback_hint: str = ""  # the usual cause when NCCL used TCP sockets instead
     net_plugin: str | None = None  # the NCCL net plugin the fast path needs (its absence is warned)
     verbs_devices: bool = False  # NCCL's own IB transport: "NET/IB : No device found" is warned
+    # Variables that make NCCL fail instead of falling back to sockets (`fabrikit doctor`
+    # warns when a profile lacks them), with the value the preset sets.
+    fail_fast_env: tuple[tuple[str, str], ...] = ()
     single_node_unset: tuple[str, ...] = ()  # variables dropped from the job on one node
     interface_prefixes: tuple[str, ...] = ()  # host interfaces that belong to this fabric
     providers: tuple[str, ...] = ()  # libfabric providers that identify it
@@ -75,6 +79,8 @@ KINDS: dict[str, FabricKind] = {kind.name: kind for kind in (
         fallback_hint='the libfabric plugin (aws-ofi-nccl) did not load; set NCCL_NET="AWS Libfabric" '
                       "so NCCL fails instead of falling back",
         net_plugin="aws-ofi-nccl",
+        # Source: fabric-facts.md, Slingshot recommended env (fail rather than fall back to TCP).
+        fail_fast_env=(("NCCL_NET", "AWS Libfabric"),),
         # Source: fabric-facts.md "Sigma2 Olivia" (HPE: no NCCL_NET for single-node runs).
         single_node_unset=("NCCL_NET",),
         interface_prefixes=("hsn",), providers=("cxi",),
