@@ -22,6 +22,10 @@ OWNED_SBATCH = {"job-name", "nodes", "ntasks-per-node", "ntasks", "partition", "
 SRUN_CARRIED = {"network", "cpu-bind", "mpi", "hint", "distribution", "mem-bind", "accel-bind",
                 "threads-per-core", "gpu-bind", "cpus-per-task", "overlap", "exact", "unbuffered"}
 PLACEHOLDER = re.compile(r"[<>]|^(your|my)[_-]|x{3,}|X{3,}|^project_?number$|^<|^\.\.\.$", re.I)
+# `srun --cpu-bind=[quiet|verbose,]mask_cpu:M0,M1,...` (also map_cpu, mask_ldom, map_ldom): one
+# entry per task on a node. Masks are hexadecimal with an optional 0x (srun(1)).
+_PER_TASK_BIND = re.compile(r"(?:(?:quiet|verbose),)?(mask|map)_(cpu|ldom):")
+_HEX_MASK = re.compile(r"(?:0[xX])?([0-9A-Fa-f]{1,256})")
 
 
 def map_scheduler(st: ImportState) -> None:
@@ -192,14 +196,37 @@ def _srun_option(st: ImportState, option: Option) -> None:
             st.hazard("runtime-expansion", "todo", option.line, f"srun {option.written} needs the shell; "
                       "not carried")
         return
-    if option.name == "cpu-bind" and value is not None and re.match(r"(mask|map)_(cpu|ldom)", value.text):
-        st.hazard("cpu-bind-mask", "fixed", option.line,
-                  f"srun {option.written[:60]}... pins one CPU mask per task (one task per GPU); fabrikit "
-                  "runs one torchrun per node, which would be pinned to the first mask: not carried")
+    if option.name == "cpu-bind" and value is not None and _PER_TASK_BIND.match(value.text):
+        _cpu_bind_masks(st, option, value.text)
         return
     if option.name == "gpu-bind" and st.tasks_per_node > 1:
         return
     srun_extra(st, f"--{option.name}" + (f"={value.text}" if value is not None else ""), where)
+
+
+def _cpu_bind_masks(st: ImportState, option: Option, text: str) -> None:
+    """A per-task binding pins the one torchrun of a node to the first entry. A `mask_cpu`
+    list with one mask per local rank (GPU) becomes `launcher.cpu_bind_masks`, which each
+    worker applies to itself (jobs/jobenv.py); anything else is reported, not carried."""
+    bind = _PER_TASK_BIND.match(text)
+    assert bind is not None
+    kind = f"{bind.group(1)}_{bind.group(2)}"
+    masks = [_HEX_MASK.fullmatch(entry) for entry in text[bind.end():].split(",")]
+    ranks = st.gpus or (st.tasks_per_node if st.tasks_per_node > 1 else 0)
+    shown = f"srun {option.written[:60]}..."
+    if kind == "mask_cpu" and all(masks) and len(masks) == ranks:
+        values = ["0x" + m.group(1) for m in masks if m]
+        st.draft.set(("launcher", "cpu_bind_masks"), values, f"line {option.line}: {option.written}")
+        st.hazard("cpu-bind-mask", "fixed", option.line,
+                  f"{shown} pins one CPU mask per task (one task per GPU); fabrikit runs one torchrun per node, "
+                  f"so the {len(values)} masks went to launcher.cpu_bind_masks: each worker applies the mask of "
+                  "its local rank")
+        return
+    why = (f" ({len(masks)} masks for {ranks} GPUs per node)" if kind == "mask_cpu" and all(masks) and ranks
+           else "")
+    st.hazard("cpu-bind-mask", "fixed", option.line,
+              f"{shown} pins one CPU mask per task (one task per GPU); fabrikit runs one torchrun per node, which "
+              f"would be pinned to the first mask: not carried{why}")
 
 
 def srun_extra(st: ImportState, text: str, where: str) -> None:
