@@ -51,7 +51,6 @@ _NODE_LOG = re.compile(r"^node(\d+)\.log$")
 _JOB_LOG = re.compile(r"^job-(\d+)(?:\.r(\d+))?\.log$")
 _SLURM_OUT = re.compile(r"^slurm-(\d+)\.out$")
 _GPU_CSV = re.compile(r"^gpu-(.+)\.csv$")
-_FABRICS = ("slingshot", "infiniband", "ethernet")  # what nccl_log can check a log against
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,7 +163,7 @@ def _gpu_series(run_dir: Path, warnings: list[str]) -> tuple[list[GpuSeries], li
 
 def load_run(run_dir: Path | str) -> RunReport:
     """Read everything the report needs from a run directory (UserError on bad input)."""
-    from .nccl_log import LogAnalyser
+    from .nccl_log import Fabric, LogAnalyser
 
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
@@ -175,8 +174,9 @@ def load_run(run_dir: Path | str) -> RunReport:
     fabric = _dig(profile, "fabric", "kind")
     scheduler, logs = job_logs(run_dir)
     # One pass over the logs: training lines and NCCL lines.
+    checkable = {f.value for f in Fabric}  # a loopback (or unknown) kind: the verdict checks no fabric
     analyser = LogAnalyser(source=logs[0].name if logs else "<no log>",
-                           expected_fabric=fabric if fabric in _FABRICS else None)
+                           expected_fabric=fabric if fabric in checkable else None)
     log_records: list[Record] = []
     for path in logs:
         for line in read_text_lines(path):
