@@ -25,6 +25,7 @@ from . import elf_deps, fabrics
 from .image_labels import LABEL_FLAVOUR, LABEL_GLIBC, LABEL_SITE
 from .profile_loader import LoadedProfile
 from .request import host_library_binds
+from .text_table import table_lines
 
 _ELF_MAGIC = b"\x7fELF"
 _SO_NAME = re.compile(r"\.so(\.\d+)*$")
@@ -275,12 +276,12 @@ def rocm_gpu_check(want: int, dev: Path = Path("/dev")) -> Check:
 
 
 def format_table(checks: list[Check]) -> str:
-    width = max((len(c.name) for c in checks), default=10)
-    lines = [f"{'check':<{width}}  status  detail"]
+    rows: list[tuple[str, str, str]] = []
     for c in checks:
-        lines.append(f"{c.name:<{width}}  {c.status.value:<6}  {c.detail}")
+        rows.append((c.name, c.status.value, c.detail))
         if c.fix and c.status in (Status.FAIL, Status.WARN):
-            lines.append(f"{'':<{width}}  {'':<6}  fix: {c.fix}")
+            rows.append(("", "", f"fix: {c.fix}"))
+    lines = table_lines(("check", "status", "detail"), rows)
     failed = [c for c in checks if c.failed]
     lines.append(f"doctor: {len(failed)} required check(s) failed" if failed else "doctor: all required checks passed")
     return "\n".join(lines)

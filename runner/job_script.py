@@ -8,7 +8,9 @@ that later words expand to, `export` decides what a container started afterwards
 `srun`, `env`, `exec` wrappers are looked through. Nothing is executed; what only the run
 can decide (`$SLURM_JOB_ID`, `$(hostname)`) is kept as written and marked unresolved.
 
-`runner.site_import` turns this model into a profile and a hazard report.
+The options of the commands it looks at (sbatch/srun, apptainer exec, torchrun) are read by
+`runner.command_options`; `runner.site_import` turns this model into a profile and a hazard
+report.
 """
 
 from __future__ import annotations
@@ -18,46 +20,11 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from .command_options import (Option, mount_spec, parse_container_options, parse_slurm_options, parse_torchrun_options,
+                              skip_options, split_binds, split_env)
 from .shell_script import Command, Expander, Script, Value, assignment_name, parse
 
-# sbatch/srun short options -> long names; options that take no argument.
-SHORT_WITH_ARG = {
-    "A": "account", "a": "array", "b": "begin", "C": "constraint", "c": "cpus-per-task", "D": "chdir",
-    "d": "dependency", "e": "error", "G": "gpus", "i": "input", "J": "job-name", "L": "licenses",
-    "M": "clusters", "m": "distribution", "N": "nodes", "n": "ntasks", "o": "output", "p": "partition",
-    "q": "qos", "S": "core-spec", "t": "time", "w": "nodelist", "x": "exclude", "F": "nodefile", "W": "wait",
-}
-SHORT_FLAGS = {"H": "hold", "h": "help", "I": "immediate", "k": "no-kill", "O": "overcommit", "Q": "quiet",
-               "s": "oversubscribe", "V": "version", "v": "verbose", "l": "label", "u": "unbuffered",
-               "K": "kill-on-bad-exit", "E": "preserve-env", "X": "disable-status", "Z": "no-allocate"}
-LONG_FLAGS = {
-    "exclusive", "requeue", "no-requeue", "hold", "overcommit", "oversubscribe", "contiguous", "spread-job",
-    "use-min-nodes", "parsable", "test-only", "verbose", "quiet", "no-kill", "nvmps", "ignore-pbs", "reboot",
-    "label", "unbuffered", "kill-on-bad-exit", "overlap", "pty", "preserve-env", "disable-status", "immediate",
-    "help", "usage", "version", "wait-all-nodes", "get-user-env", "whole", "multi-prog", "no-allocate", "x11",
-}
-ALIASES = {"tasks-per-node": "ntasks-per-node", "cpus_per_task": "cpus-per-task", "mem_per_cpu": "mem-per-cpu",
-           "gpus_per_node": "gpus-per-node", "ntasks_per_node": "ntasks-per-node", "cpu_bind": "cpu-bind"}
-
-# apptainer/singularity exec options that take an argument (long names; short aliases).
-CONTAINER_SHORT = {"B": "bind", "H": "home", "W": "workdir", "o": "overlay", "S": "scratch", "e": "cleanenv",
-                   "C": "containall", "c": "contain", "w": "writable", "f": "fakeroot", "u": "userns",
-                   "i": "ipc", "p": "pid", "n": "network"}
-CONTAINER_WITH_ARG = {"bind", "mount", "env", "env-file", "home", "workdir", "overlay", "scratch", "pwd",
-                      "security", "app", "network", "network-args", "dns", "hostname", "apply-cgroups", "cpus",
-                      "memory", "memory-reservation", "memory-swap", "cpu-shares", "cpuset-cpus", "cpuset-mems",
-                      "blkio-weight", "blkio-weight-device", "fusemount", "no-mount", "oci", "add-caps",
-                      "drop-caps", "sif-fuse", "pid-file", "config", "passphrase", "pem-path", "device",
-                      "authfile", "docker-login", "cdi-dirs"}
-
 SLURM_RUNTIME = ("SLURM_", "SLURMD_", "SBATCH_", "SRUN_", "SALLOC_")
-
-
-class Option(NamedTuple):
-    name: str  # long name without dashes
-    value: Value | None
-    line: int
-    written: str  # as it appeared, for reports
 
 
 class EnvVar(NamedTuple):
@@ -296,11 +263,11 @@ class _Reader:
                 i += 1 + used
                 continue
             if name in ("mpirun", "mpiexec"):
-                i = _skip_options(fields, i + 1, {"-np", "-n", "-N", "--map-by", "--bind-to", "-x", "--npernode",
+                i = skip_options(fields, i + 1, {"-np", "-n", "-N", "--map-by", "--bind-to", "-x", "--npernode",
                                                    "-ppn", "--hostfile", "-hostfile", "-H", "--host"})
                 continue
             if name in ("exec", "nohup", "time", "stdbuf", "nice", "numactl", "taskset"):
-                i = _skip_options(fields, i + 1, {"-n", "-o", "-e", "-i", "-C", "-m", "-N", "-c"}
+                i = skip_options(fields, i + 1, {"-n", "-o", "-e", "-i", "-C", "-m", "-N", "-c"}
                                   if name in ("nice", "stdbuf", "numactl", "taskset") else set())
                 if name == "taskset" and i < len(fields):
                     i += 1
@@ -414,57 +381,24 @@ class _Reader:
 
     def _container(self, runtime: str, fields: list[tuple[Value, int]], i: int, line: int, env: list,
                    binds: list) -> tuple[ContainerCall, int]:
-        options: list[Option] = []
-        while i < len(fields):
-            text = fields[i][0].text
-            if text == "--":
-                i += 1
-                break
-            if not text.startswith("-") or text == "-":
-                break
-            if text.startswith("--"):
-                key, has_value, value_text = text[2:].partition("=")
-                if has_value:
-                    value = Value(value_text, fields[i][0].unresolved, fields[i][0].from_environment)
-                    i += 1
-                elif key in CONTAINER_WITH_ARG and i + 1 < len(fields):
-                    value = fields[i + 1][0]
-                    i += 2
-                else:
-                    value = None
-                    i += 1
-            else:
-                letters = text[1:]
-                key = CONTAINER_SHORT.get(letters[0], letters[0])
-                if key in CONTAINER_WITH_ARG:
-                    if len(letters) > 1:
-                        value = Value(letters[1:], fields[i][0].unresolved)
-                        i += 1
-                    elif i + 1 < len(fields):
-                        value = fields[i + 1][0]
-                        i += 2
-                    else:
-                        value, i = None, i + 1
-                else:
-                    for letter in letters[1:]:
-                        options.append(Option(CONTAINER_SHORT.get(letter, letter), None, fields[i][1], "-" + letter))
-                    value = None
-                    i += 1
-            options.append(Option(key, value, fields[i - 1][1], text))
-            if key == "bind" and value is not None:
-                for part in _split_binds(value):
-                    binds.append(BindSpec(part, fields[i - 1][1], "--bind"))
-            elif key == "mount" and value is not None:
-                spec = _mount_spec(value)
+        options, i = parse_container_options(fields, i)
+        for option in options:
+            value = option.value
+            if value is None:
+                continue
+            if option.name == "bind":
+                binds.extend(BindSpec(part, option.line, "--bind") for part in split_binds(value))
+            elif option.name == "mount":
+                spec = mount_spec(value)
                 if spec is not None:
-                    binds.append(BindSpec(spec, fields[i - 1][1], "--mount"))
-            elif key == "env" and value is not None:
-                for item in _split_env(value):
-                    name, _, rest = item.text.partition("=")
-                    env.append(EnvVar(name, Value(rest, item.unresolved, item.from_environment), fields[i - 1][1],
+                    binds.append(BindSpec(spec, option.line, "--mount"))
+            elif option.name == "env":
+                for item in split_env(value):
+                    name, _, text = item.text.partition("=")
+                    env.append(EnvVar(name, Value(text, item.unresolved, item.from_environment), option.line,
                                       "--env"))
-            elif key == "env-file" and value is not None and value.resolved:
-                env.extend(self._env_file(value.text, fields[i - 1][1]))
+            elif option.name == "env-file" and value.resolved:
+                env.extend(self._env_file(value.text, option.line))
         image, image_line = (fields[i][0], fields[i][1]) if i < len(fields) else (None, line)
         call = ContainerCall(runtime, tuple(options), image, image_line, line)
         return call, i + 1 if image is not None else i
@@ -511,7 +445,7 @@ class _Reader:
         image = next(o for o in srun if o.name == "container-image")
         for option in srun:
             if option.name == "container-mounts" and option.value is not None:
-                for part in _split_binds(option.value):
+                for part in split_binds(option.value):
                     binds.append(BindSpec(part, option.line, "--container-mounts"))
             if option.name == "container-env" and option.value is not None:
                 for name in option.value.text.split(","):
@@ -524,115 +458,6 @@ class _Reader:
         return os.path.normpath(os.path.join(self.cwd, text))
 
 
-def parse_slurm_options(fields: list[tuple[Value, int]], line: int, stop_at_command: bool = False
-                        ) -> tuple[list[Option], int]:
-    """sbatch/srun options from `fields`; returns them and the index of the first non-option."""
-    options: list[Option] = []
-    i = 0
-    while i < len(fields):
-        value, where = fields[i]
-        text = value.text
-        if text == "--":
-            i += 1
-            break
-        if not text.startswith("-") or text == "-":
-            if stop_at_command:
-                break
-            i += 1
-            continue
-        if text.startswith("--"):
-            key, has_value, rest = text[2:].partition("=")
-            key = ALIASES.get(key, key)
-            if has_value:
-                options.append(Option(key, Value(rest, value.unresolved, value.from_environment), where, text))
-                i += 1
-            elif key in LONG_FLAGS or i + 1 >= len(fields) or (fields[i + 1][0].text.startswith("-")
-                                                               and not fields[i + 1][0].text[1:2].isdigit()):
-                options.append(Option(key, None, where, text))
-                i += 1
-            else:
-                options.append(Option(key, fields[i + 1][0], where, f"{text} {fields[i + 1][0].text}"))
-                i += 2
-            continue
-        letter = text[1:2]
-        if letter in SHORT_WITH_ARG:
-            key = SHORT_WITH_ARG[letter]
-            if len(text) > 2:
-                rest = text[2:].lstrip("=")
-                options.append(Option(key, Value(rest, value.unresolved, value.from_environment), where, text))
-                i += 1
-            elif i + 1 < len(fields):
-                options.append(Option(key, fields[i + 1][0], where, f"{text} {fields[i + 1][0].text}"))
-                i += 2
-            else:
-                options.append(Option(key, None, where, text))
-                i += 1
-            continue
-        for flag in text[1:]:
-            options.append(Option(SHORT_FLAGS.get(flag, flag), None, where, "-" + flag))
-        i += 1
-    return options, i
-
-
-def _skip_options(fields: list[tuple[Value, int]], i: int, with_arg: set[str]) -> int:
-    while i < len(fields) and fields[i][0].text.startswith("-"):
-        i += 2 if fields[i][0].text in with_arg else 1
-    return i
-
-
-def _split_binds(value: Value) -> list[Value]:
-    """`a:b,c:d:ro` -> one value per bind (Apptainer splits the list on commas)."""
-    return [Value(part, value.unresolved if "$" in part else (), value.from_environment)
-            for part in value.text.split(",") if part.strip()]
-
-
-def _split_env(value: Value) -> list[Value]:
-    """`--env A=1,B=2` -> [A=1, B=2]; a comma not followed by NAME= stays inside the value
-    (which Apptainer's CSV parsing may still split: reported as a hazard)."""
-    parts: list[str] = []
-    for piece in value.text.split(","):
-        name = piece.split("=", 1)[0]
-        if parts and ("=" not in piece or not name.replace("_", "a").isalnum()):
-            parts[-1] += "," + piece
-        else:
-            parts.append(piece)
-    return [Value(p, value.unresolved if "$" in p else (), value.from_environment) for p in parts if "=" in p]
-
-
-def _mount_spec(value: Value) -> Value | None:
-    """`type=bind,src=A,dst=B[,ro]` -> `A:B[:ro]`."""
-    fields = dict(item.partition("=")[::2] for item in value.text.split(","))
-    source = fields.get("src") or fields.get("source")
-    target = fields.get("dst") or fields.get("destination") or fields.get("target") or source
-    if fields.get("type", "bind") != "bind" or not source:
-        return None
-    mode = ":ro" if "ro" in fields or fields.get("readonly") in ("", "true") else ""
-    return Value(f"{source}:{target}{mode}", value.unresolved, value.from_environment)
-
-
 def _torchrun(launcher: tuple[str, ...], fields: list[tuple[Value, int]], line: int) -> Launch:
-    options: list[Option] = []
-    flags = {"standalone", "no_python", "no-python", "module", "m", "run_path", "run-path", "tee_all"}
-    i = 0
-    while i < len(fields):
-        value, where = fields[i]
-        text = value.text
-        if text == "--":
-            i += 1
-            break
-        if not text.startswith("-"):
-            break
-        key, has_value, rest = text.lstrip("-").partition("=")
-        if has_value:
-            options.append(Option(key.replace("-", "_"), Value(rest, value.unresolved, value.from_environment), where,
-                                  text))
-            i += 1
-        elif key in flags or i + 1 >= len(fields):
-            options.append(Option(key.replace("-", "_"), None, where, text))
-            i += 1
-            if key in ("m", "module"):
-                break
-        else:
-            options.append(Option(key.replace("-", "_"), fields[i + 1][0], where, f"{text} {fields[i + 1][0].text}"))
-            i += 2
+    options, i = parse_torchrun_options(fields)
     return Launch("torchrun", launcher, tuple(options), tuple(v for v, _ in fields[i:]), line)

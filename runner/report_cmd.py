@@ -3,8 +3,9 @@
 Prints the run's configuration, throughput per epoch and overall, the scaling table against
 a baseline run, GPU utilisation (from `gpu-<host>.csv`) and the NCCL transport verdict; writes
 `throughput.png`, `gpu_utilisation.png` (only when GPU samples exist) and `report.json` into
-`--output` (default `RUN_DIR/report/`). Parsing lives in runner.run_report; this module
-imports it (and matplotlib) only when the command runs.
+`--output` (default `RUN_DIR/report/`). Reading the run and writing the files live in
+runner.run_report (its docstring maps the report's modules); this module imports them (and
+matplotlib) only when the command runs.
 
 Exit codes: 0 report written; 2 bad input (not a run directory, no training lines, an
 unreadable file, an unwritable output directory), as one line.
@@ -31,19 +32,21 @@ from .errors import UserError
               help="Print report.json's content instead of the text report.")
 def report(run_dir: Path, baseline: Path | None, output: Path | None, as_json: bool) -> int:
     """Throughput, scaling, GPU utilisation and transport of a finished (or running) run."""
-    from . import run_report as rr
+    from .report_text import format_report
+    from .run_report import load_run, write_report
+    from .throughput import scaling
 
-    rep = rr.load_run(run_dir)
-    base = rr.load_run(baseline) if baseline is not None else None
+    rep = load_run(run_dir)
+    base = load_run(baseline) if baseline is not None else None
     if base is not None and base.run_dir.resolve() == rep.run_dir.resolve():
         raise UserError("--baseline is the run itself; give another run directory")
-    scale = rr.scaling(rep, base) if base is not None else None
+    scale = scaling(rep, base) if base is not None else None
     out_dir = output if output is not None else run_dir / "report"
-    data, paths = rr.write_report(rep, out_dir, base, scale)
+    data, paths = write_report(rep, out_dir, base, scale)
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
-        click.echo(rr.format_report(rep, scale, paths))
+        click.echo(format_report(rep, scale, paths))
         for note in data["warnings"][len(rep.warnings):]:
             click.echo(f"fabrikit report: warning: {note}", err=True)
     return 0

@@ -16,6 +16,13 @@ from . import fabrics
 from .profile_writer import Draft
 from .site_probe import Findings, Partition, gpu_vendor
 
+# The (definition in containers/, Build.flavour) for NVIDIA GPUs comes with the fabric kind
+# (runner.fabrics); AMD GPUs take the ROCm image whatever the fabric.
+ROCM_FLAVOUR = ("rocm.def", "rocm")
+# Base image tags a draft pins: the definitions' own %arguments defaults, as the bundled sites.
+NGC_TAG = "25.06-py3"
+ROCM_PYTORCH_TAG = "rocm6.4.1_ubuntu24.04_py3.12_pytorch_release_2.7.1"
+
 
 class InitResult(NamedTuple):
     name: str
@@ -72,7 +79,7 @@ def draft_profile(name: str, f: Findings, image_dir: Path) -> InitResult:
         d.set(("container", "runtime"), "apptainer", "TODO: neither apptainer nor singularity is on PATH "
               "(module load apptainer?)")
         todo.append("container.runtime: no apptainer/singularity on PATH")
-    template, flavour = fabrics.get(preset).image
+    template, flavour = ROCM_FLAVOUR if vendor == "amd" else fabrics.get(preset).image
     image = image_dir / f"{name}-pytorch-{flavour}.sif"
     d.set(("container", "image"), str(image), "TODO: where `build-image` writes the image (a placeholder here: "
           "choose a project or scratch directory)")
@@ -81,22 +88,30 @@ def draft_profile(name: str, f: Findings, image_dir: Path) -> InitResult:
           gpu_source if vendor else "no GPUs found")
     d.set(("container", "arch"), arch, arch_source)
     if vendor == "amd":
-        d.todo(("container", "build"), "fabrikit has no ROCm image flavour yet: build or pull a ROCm PyTorch SIF "
-               "and set container.image")
-        todo.append("container.build: no ROCm flavour")
+        note = "AMD GPUs: ROCm PyTorch + RCCL with the libfabric net plugin (containers/rocm.def)"
+        if preset != "slingshot":
+            note += (f"; rocm.def targets Slingshot: on {fabric_text} its plugin finds no host libfabric and RCCL "
+                     "should use its own transport (confirm with `fabrikit check-log`)")
+        d.set(("container", "build", "template"), template, note)
+        d.set(("container", "build", "flavour"), flavour)
+        d.set(("container", "build", "args", "ROCM_PYTORCH_TAG"), ROCM_PYTORCH_TAG, "rocm/pytorch tag (as "
+              "bindings/lumi.yaml): check that the node's GPU driver supports its ROCm version", quote=True)
     else:
         d.set(("container", "build", "template"), template, f"fabrikit's {flavour} definition (containers/)")
         d.set(("container", "build", "flavour"), flavour)
-        d.set(("container", "build", "args", "NGC_TAG"), "25.06-py3", "NGC PyTorch 25.06 (as the bundled sites; "
+        d.set(("container", "build", "args", "NGC_TAG"), NGC_TAG, "NGC PyTorch 25.06 (as the bundled sites; "
               "arm64 manifest exists)", quote=True)
-        if preset == "slingshot" and f.cray_libfabric is not None:
-            d.set(("container", "build", "args", "LIBFABRIC_VERSION"), f.cray_libfabric.value[0],
-                  f"{f.cray_libfabric.source}: build aws-ofi-nccl against the host's libfabric line", quote=True)
-        d.set(("container", "build", "options"), ["--fakeroot"], "unprivileged %post needs --fakeroot")
+    if preset == "slingshot" and f.cray_libfabric is not None:
+        d.set(("container", "build", "args", "LIBFABRIC_VERSION"), f.cray_libfabric.value[0],
+              f"{f.cray_libfabric.source}: build aws-ofi-nccl against the host's libfabric line", quote=True)
+    d.set(("container", "build", "options"), ["--fakeroot"], "unprivileged %post needs --fakeroot")
 
     # -- host libraries (Slingshot: host libfabric with the cxi provider, libcxi)
     if preset == "slingshot":
         _slingshot_libraries(d, f, found, todo)
+        if vendor == "amd":  # instead of the preset's /opt/aws-ofi-nccl/lib (NVIDIA images)
+            d.append(("library_path",), "/opt/aws-ofi-rccl/lib", "the RCCL net plugin built into the image "
+                     "(containers/rocm.def)")
     elif f.system_libfabric is not None:
         found.append(f"libfabric: {f.system_libfabric.value} (not bound: {preset} needs no host libfabric)")
 

@@ -224,3 +224,35 @@ def test_untyped_gres_env_file_and_apptainer_run(tmp_path: Path) -> None:
     assert p.env["A"] == "1" and p.env["B"] == "x y" and p.scheduler.srun_extra == ["--mpi=pmix"]
     assert json.loads(result.stdout)["nodes"] == 3
     dry_run(out, tmp_path)
+
+
+def test_per_gpu_cpu_masks_become_launcher_cpu_bind_masks(tmp_path: Path) -> None:
+    """LUMI-G guide style: one task per GPU, `srun --cpu-bind=mask_cpu:` with one mask per GPU.
+    fabrikit runs one torchrun per node, so the masks go to launcher.cpu_bind_masks (each worker
+    applies its own); a list that is not one mask per GPU stays a hazard (lumi_like above)."""
+    masks = ["fe000000000000", "0xfe00000000000000", "fe0000", "fe000000"]
+    script = tmp_path / "masks.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=4\n#SBATCH --ntasks-per-node=4\n"
+                      f"CPU_BIND=\"verbose,mask_cpu:{','.join(masks)}\"\n"
+                      "srun --cpu-bind=${CPU_BIND} singularity exec --rocm /x/rocm.sif python train.py\n")
+    out = tmp_path / "masks.yaml"
+    result = cli("sites", "import", str(script), "-o", str(out), "--json", prog="fabrikit", env=ENV, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    p = load_profile(str(out), is_path=True).profile
+    assert p.launcher.cpu_bind_masks == ["0xfe000000000000", "0xfe00000000000000", "0xfe0000", "0xfe000000"]
+    assert not [e for e in p.scheduler.srun_extra if "cpu-bind" in e]
+    hazard = next(h for h in json.loads(result.stdout)["hazards"] if h["code"] == "cpu-bind-mask")
+    assert hazard["status"] == "fixed" and hazard["line"] == 6 and "launcher.cpu_bind_masks" in hazard["message"]
+    batch = dry_run(out, tmp_path)
+    assert "export SINGULARITYENV_FABRIKIT_CPU_BIND_MASKS=0xfe000000000000,0xfe00000000000000,0xfe0000," \
+           "0xfe000000" in batch
+    assert "mask_cpu" not in batch
+
+    # three masks for four GPUs: not one per local rank, so nothing is carried
+    script.write_text(script.read_text().replace(",fe000000\"", "\""))
+    result = cli("sites", "import", str(script), "-o", str(out), "--force", "--json", prog="fabrikit", env=ENV,
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert load_profile(str(out), is_path=True).profile.launcher.cpu_bind_masks == []
+    hazard = next(h for h in json.loads(result.stdout)["hazards"] if h["code"] == "cpu-bind-mask")
+    assert "not carried (3 masks for 4 GPUs per node)" in hazard["message"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.profile_loader import load_profile
-from tests.helpers import cli, one_line_error
+from tests.helpers import ROOT, cli, one_line_error
 
 
 def init(tmp_path: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> tuple[Path, dict]:
@@ -167,6 +167,26 @@ def infiniband_a100_login(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return root, {"PATH": str(bin_dir), "HOME": str(tmp_path)}
 
 
+def amd_slingshot_node(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """DOUBLE: an HPE Cray EX node with AMD GPUs (LUMI-G style: 8 GCDs seen as DRM cards,
+    cxi0-3, hsn0-3, Cray libfabric); no nvidia-smi, no rocm-smi on PATH."""
+    root, bin_dir = tmp_path / "amd-root", tmp_path / "amd-bin"
+    bin_dir.mkdir(parents=True)
+    _tree(root, [f"/sys/class/cxi/cxi{i}" for i in range(4)] + [f"/sys/class/net/hsn{i}" for i in range(4)]
+          + ["/sys/class/net/lo", "/sys/class/net/nmn0"],
+          {**{f"/sys/class/drm/card{i}/device/vendor": "0x1002\n" for i in range(8)},
+           "/opt/cray/libfabric/1.22.0/lib64/libfabric.so.1": "", "/usr/lib64/libcxi.so.1": "",
+           "/proc/net/route": "Iface\tDestination\tGateway\nnmn0\t00000000\t0102A8C0\n"})
+    _stand_in(bin_dir, "sinfo", {"-h -o %P|%G|%c|%m|%D|%l": "standard-g|gpu:mi250:8|128|491520|2978|2-00:00:00"})
+    _stand_in(bin_dir, "scontrol", {"show node -o": "NodeName=nid005000 Arch=x86_64 Partitions=standard-g"})
+    _stand_in(bin_dir, "fi_info", {"": "provider: cxi\n    fabric: cxi\nprovider: tcp;ofi_rxm",
+                                   "--version": "fi_info: 1.22.0\nlibfabric: 1.22.0\nlibfabric api: 1.22"})
+    _stand_in(bin_dir, "uname", {"-m": "x86_64"})
+    _stand_in(bin_dir, "ldd", {"--version": "ldd (GNU libc) 2.31"})
+    _stand_in(bin_dir, "singularity", {"--version": "singularity-ce version 4.1.3-150500.10.7"})
+    return root, {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+
+
 def test_init_double_slingshot_gh200_node(tmp_path: Path) -> None:
     root, env = slingshot_gh200_node(tmp_path)
     profile, report = init(tmp_path, "gh200", "--root", str(root), env=env)
@@ -188,6 +208,30 @@ def test_init_double_slingshot_gh200_node(tmp_path: Path) -> None:
     assert "glibc" in text and "2.38" in text
     batch = renders_and_passes_shellcheck(profile, tmp_path)
     assert "fabrikit_bind /opt/cray/libfabric/1.22.0/lib64 /opt/libfabric/lib ro required" in batch
+
+
+def test_init_double_amd_node_drafts_the_rocm_image(tmp_path: Path) -> None:
+    root, env = amd_slingshot_node(tmp_path)
+    profile, report = init(tmp_path, "amdg", "--root", str(root), env=env)
+    loaded = load_profile(str(profile), is_path=True)
+    p = loaded.profile
+    assert report["preset"] == "slingshot" and p.scheduler.gpus_per_node == 8
+    assert (p.container.runtime, p.container.gpu_flag, p.container.arch) == ("singularity", "--rocm", "x86_64")
+    build = p.container.build
+    assert (build.template, build.flavour, build.options) == ("rocm.def", "rocm", ["--fakeroot"])
+    # the tag the draft pins is the definition's own default
+    defaults = re.search(r"%arguments\n((?:[ \t]+\S.*\n)+)", (ROOT / "containers" / "rocm.def").read_text()).group(1)
+    assert f"ROCM_PYTORCH_TAG={build.args['ROCM_PYTORCH_TAG']}" in defaults.split()
+    assert build.args["LIBFABRIC_VERSION"] == "1.22.0"
+    assert p.container.image.endswith("/amdg-pytorch-rocm.sif")
+    assert p.library_path == ["/opt/libfabric/lib", "/opt/aws-ofi-rccl/lib"]  # not the preset's NVIDIA plugin
+    assert "ROCm flavour yet" not in profile.read_text()
+    renders_and_passes_shellcheck(profile, tmp_path)
+    # build-image takes the drafted build section as it is
+    dry = cli("--profile", str(profile), "--dry-run", prog="build-image", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "From: rocm/pytorch:{{ ROCM_PYTORCH_TAG }}" in dry.stdout
+    assert f"--build-arg ROCM_PYTORCH_TAG={build.args['ROCM_PYTORCH_TAG']}" in dry.stdout + dry.stderr
 
 
 def test_init_double_infiniband_a100_login_node(tmp_path: Path) -> None:
