@@ -121,7 +121,7 @@ def _load(record: LaunchRecord, resume_dir: Path | None) -> LoadedProfile:
     if saved is not None and saved.is_file():
         import msgspec
 
-        name = record.site or site_name_of(Path(record.profile_file or "profile.yaml"))
+        name = record.site or site_name_of(Path(record.profile_file or rundir.PROFILE_FILE))
         return msgspec.structs.replace(load_profile(str(saved), is_path=True), name=name)
     if record.profile_file:
         return load_profile(record.profile_file, is_path=True)

@@ -25,8 +25,10 @@ from .atomic_write import check_creatable, writable_dir, write_atomic
 from .errors import UserError
 from .resources import bundled_jobs_dir
 
+# The files every run directory has (the layout above); read them through these names.
 LAUNCH_FILE = "launch.json"
 PROFILE_FILE = "profile.yaml"
+SCRIPT_FILE = "job.sbatch"  # Slurm runs only
 MAX_LAUNCH_BYTES = 1 << 20  # a record is a few hundred bytes; a bigger file is not one
 
 

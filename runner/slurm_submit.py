@@ -16,10 +16,8 @@ import msgspec
 from . import run_dir as rundir
 from . import sbatch
 from .request import LaunchRequest
-from .run_dir import RunDirPlan, RunFile
+from .run_dir import SCRIPT_FILE, RunDirPlan, RunFile
 from .slurm_script import render
-
-SCRIPT_NAME = "job.sbatch"
 
 
 class SlurmPlan(msgspec.Struct, frozen=True):
@@ -33,7 +31,7 @@ class SlurmPlan(msgspec.Struct, frozen=True):
 
     @property
     def script_path(self) -> Path:
-        return self.run_dir / SCRIPT_NAME
+        return self.run_dir / SCRIPT_FILE
 
     @property
     def sbatch_argv(self) -> tuple[str, ...]:
@@ -53,7 +51,7 @@ def plan(request: LaunchRequest, run: Path | RunDirPlan) -> SlurmPlan:
     run = run if isinstance(run, RunDirPlan) else RunDirPlan(run)
     script = render(request)
     return SlurmPlan(request=request, script=script,
-                     run=run.adding(RunFile(SCRIPT_NAME, script, 0o755), bundled_jobs=request.job.bundled))
+                     run=run.adding(RunFile(SCRIPT_FILE, script, 0o755), bundled_jobs=request.job.bundled))
 
 
 class Submitted(msgspec.Struct, frozen=True):
