@@ -17,22 +17,22 @@ asks this module what the kind means.
   in a log or on a host (libfabric provider, interface name prefix).
 
 Adding a kind: one entry in `KINDS`, its preset under `bindings/presets/`, and their tests.
-Plain named tuples: the profile schema imports this on every `run-multinode --dry-run`.
+Frozen msgspec structs (cheap to define): the profile schema imports this on every dry run.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import msgspec
 
 
-class FastPath(NamedTuple):
+class FastPath(msgspec.Struct, frozen=True):
     """One transport that counts as the fabric's fast path."""
 
     transport: str  # runner.nccl_log.Transport value: "ofi", "ib", "socket"
     providers: frozenset[str | None] | None = None  # libfabric providers that count (None: any)
 
 
-class FabricKind(NamedTuple):
+class FabricKind(msgspec.Struct, frozen=True, kw_only=True):
     """What fabrikit knows about one kind of interconnect."""
 
     name: str  # the profile's fabric.kind

@@ -12,7 +12,7 @@ import click
 
 from . import run_dir as rundir
 from .errors import UserError
-from .profile_loader import LoadedProfile, load_profile, profile_yaml, site_name_of
+from .profile_loader import LoadedProfile, load_profile, site_name_of
 from .request import LaunchRequest, build_request, host_library_binds
 from .run_dir import LaunchRecord  # the record is built for --dry-run too: one shape for every launch
 
@@ -80,8 +80,7 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
     loaded = _load(record, resume_dir)
     request = _request(loaded, record)
     run_dir = (run_dir or rundir.new_run_dir(loaded.name)).resolve()
-    run = rundir.RunDirPlan(run_dir, resume=resume_dir is not None,
-                            files=rundir.launch_files(record, profile_yaml(loaded)))
+    run = rundir.RunDirPlan(run_dir, record=record, profile=loaded, resume=resume_dir is not None)
 
     if loaded.profile.backend == "local":
         import os

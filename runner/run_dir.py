@@ -5,9 +5,9 @@ Layout: `job.sbatch` (Slurm), `launch.json` (the request's inputs, for `--resume
 later edit of fabrikit cannot change a running or requeued job), logs (`slurm-ID.out` and
 `job-ID.log`, or `nodeN.log` in local mode) and `checkpoints/`.
 
-A launch plans its run directory as data (`RunDirPlan`: the files and their contents), checks
-it (`preflight`: nothing is created, so a failed check leaves nothing behind) and only then
-writes it (`write`). Files are written to a temporary name and renamed, so an interrupted
+A launch plans its run directory as data (`RunDirPlan`: the files, their contents and
+modes), checks it (`preflight`: nothing is created, so a failed check leaves nothing behind)
+and only then writes it (`write`). Files are written to a temporary name and renamed, so an interrupted
 submission never leaves a half-written script behind. `launch.json` is read and written
 only here (`load_launch`, `encode_launch`).
 """
@@ -17,13 +17,16 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
 from .atomic_write import check_creatable, writable_dir, write_atomic
 from .errors import UserError
 from .resources import bundled_jobs_dir
+
+if TYPE_CHECKING:
+    from .profile_loader import LoadedProfile
 
 # The files every run directory has (the layout above); read them through these names.
 LAUNCH_FILE = "launch.json"
@@ -117,26 +120,44 @@ class RunFile(msgspec.Struct, frozen=True):
 
 class RunDirPlan(msgspec.Struct, frozen=True):
     """What a launch will write into its run directory, and whether it makes a new one or
-    continues one (`--resume`). Data: `preflight` and `write` act on it."""
+    continues one (`--resume`). Data: `preflight` and `write` act on it.
+
+    Every launch keeps its record (`launch.json`) and its resolved profile (`profile.yaml`);
+    their text follows from the typed values held here (`files()`), the way the sbatch argv
+    follows from the run directory, so that a dry run, which never writes them, does not pay
+    for rendering YAML. A backend adds its own files (`job.sbatch`) as they are."""
 
     path: Path
+    record: LaunchRecord | None = None  # launch.json
+    profile: LoadedProfile | None = None  # profile.yaml
     resume: bool = False
-    files: tuple[RunFile, ...] = ()
+    extra: tuple[RunFile, ...] = ()  # the backend's own files, contents included
     bundled_jobs: bool = False  # copy the bundled jobs into jobs/
 
     def adding(self, *files: RunFile, bundled_jobs: bool) -> RunDirPlan:
-        return msgspec.structs.replace(self, files=(*self.files, *files), bundled_jobs=bundled_jobs)
+        return msgspec.structs.replace(self, extra=(*self.extra, *files), bundled_jobs=bundled_jobs)
+
+    def names(self) -> list[str]:
+        """The files the plan writes, in order (`jobs/` for the bundled jobs)."""
+        names = [PROFILE_FILE] if self.profile is not None else []
+        names += [LAUNCH_FILE] if self.record is not None else []
+        return names + [f.name for f in self.extra] + (["jobs/"] if self.bundled_jobs else [])
+
+    def files(self) -> tuple[RunFile, ...]:
+        """Every file with its content and mode."""
+        out: list[RunFile] = []
+        if self.profile is not None:
+            from .profile_loader import profile_yaml
+
+            out.append(RunFile(PROFILE_FILE, profile_yaml(self.profile)))
+        if self.record is not None:
+            out.append(RunFile(LAUNCH_FILE, encode_launch(self.record)))
+        return (*out, *self.extra)
 
     def describe(self) -> str:
         """One line for a dry run: the directory and what would be written there."""
-        names = [f.name for f in self.files] + (["jobs/"] if self.bundled_jobs else [])
         verb = "would update" if self.resume else "would create"
-        return f"# dry run: {verb} {self.path} with {', '.join(names) or 'nothing'}"
-
-
-def launch_files(record: LaunchRecord, profile_text: str) -> tuple[RunFile, ...]:
-    """What every launch keeps in its run directory: the resolved profile and its record."""
-    return RunFile(PROFILE_FILE, profile_text), RunFile(LAUNCH_FILE, encode_launch(record))
+        return f"# dry run: {verb} {self.path} with {', '.join(self.names()) or 'nothing'}"
 
 
 def preflight(plan: RunDirPlan) -> None:
@@ -153,7 +174,7 @@ def preflight(plan: RunDirPlan) -> None:
 def write(plan: RunDirPlan) -> None:
     """Create the run directory (and parents) and write the plan's files into it."""
     writable_dir(plan.path, "run directory")
-    for file in plan.files:
+    for file in plan.files():
         write_atomic(plan.path / file.name, file.data, mode=file.mode)
     if plan.bundled_jobs:
         copy_bundled_jobs(plan.path)

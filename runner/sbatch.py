@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .errors import RuntimeFailure, UserError
 
-# `sbatch --parsable` prints "ID" or "ID;CLUSTER".
-_JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")
+# `sbatch --parsable` prints "ID" or "ID;CLUSTER" (compiled on first use: dry runs never read it).
+_JOB_ID = r"^(\d+)(?:;\S+)?$"
 
 
 def directives(options: Iterable[str]) -> str:
@@ -48,7 +48,7 @@ def submit(command: tuple[str, ...], *, what: str = "job") -> str:
     if result.returncode != 0:
         reason = (result.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise RuntimeFailure(f"sbatch refused the {what}: {reason} (script kept in {command[-1]})")
-    match = _JOB_ID.match(result.stdout.strip())
+    match = re.match(_JOB_ID, result.stdout.strip())
     if not match:
         raise RuntimeFailure(f"sbatch printed no job id: {result.stdout.strip()!r}")
     return match.group(1)

@@ -23,7 +23,8 @@ from .errors import UserError
 from .resources import templates_dir
 
 _PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
-_LINE = re.compile(r"^([ \t]*)@([A-Z][A-Z0-9_]*)@[ \t]*$", re.M)
+# A placeholder alone on its line; compiled on first use (a dry run of a job never needs it).
+_LINE = r"(?m)^([ \t]*)@([A-Z][A-Z0-9_]*)@[ \t]*$"
 
 
 @cache
@@ -52,7 +53,7 @@ def fill_lines(text: str, values: Mapping[str, str], *, source: str) -> str:
     """Replace each whole-line `@NAME@` by `values[NAME]`, every line indented like the
     placeholder (blank lines stay empty). Values the text does not use are fine; the text is
     filled in one pass, so a value that happens to contain `@X@` is left as it is."""
-    whole = {match.start(2) - 1 for match in _LINE.finditer(text)}
+    whole = {match.start(2) - 1 for match in re.finditer(_LINE, text)}
     for match in _PLACEHOLDER.finditer(text):
         if match.start() not in whole:
             line = text.count("\n", 0, match.start()) + 1
@@ -65,4 +66,4 @@ def fill_lines(text: str, values: Mapping[str, str], *, source: str) -> str:
             raise UserError(f"{source}: unknown placeholder @{name}@ (known: {known})")
         return "\n".join(indent + line if line else "" for line in values[name].rstrip("\n").split("\n"))
 
-    return _LINE.sub(replace, text)
+    return re.sub(_LINE, replace, text)
