@@ -15,8 +15,6 @@ script, values on this machine). Pure: nothing here reads files, the environment
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import msgspec
 
 from .container_env import LD_PREPEND, LD_WRAPPER, NO_EVAL_FLAG, env_prefix, job_environment
@@ -27,7 +25,7 @@ from .shell import Arg, Slot, Splice, Word, template
 RUN_DIR_VAR = "FABRIKIT_RUN_DIR"
 
 
-class EnvVar(NamedTuple):
+class EnvVar(msgspec.Struct, frozen=True):
     """One variable as the launching side sets it (`APPTAINERENV_X` for a container's `X`)."""
 
     name: str
@@ -37,7 +35,7 @@ class EnvVar(NamedTuple):
     prepend: bool = False
 
 
-class BindSpec(NamedTuple):
+class BindSpec(msgspec.Struct, frozen=True):
     """A host path bound into the container; the run directory is always bound as well."""
 
     source: str
@@ -61,7 +59,7 @@ class LaunchSpec(msgspec.Struct, frozen=True):
     env: tuple[EnvVar, ...]
     binds: tuple[BindSpec, ...]
     container: tuple[Arg, ...]
-    wrapper: tuple[str, ...]
+    wrapper: tuple[Word, ...]
     torchrun: tuple[Word, ...]  # the program, e.g. ("torchrun",)
     rendezvous: tuple[Word, ...]
     options: tuple[Arg, ...]
@@ -106,14 +104,14 @@ def describe(request: LaunchRequest) -> LaunchSpec:
     runtime = profile.container.runtime
     prefix = env_prefix(runtime) if runtime != "none" else ""
     container: tuple[Arg, ...] = ()
-    wrapper: tuple[str, ...] = ()
+    wrapper: tuple[Word, ...] = ()
     binds: tuple[BindSpec, ...] = ()
     if runtime != "none":
         gpu = () if profile.container.gpu_flag == "none" else ((profile.container.gpu_flag,),)
         container = ((runtime,), ("exec",), (NO_EVAL_FLAG,), *gpu, Splice(Slot.BINDS),
                      (profile.container.image or "",))
         # The wrapper prepends FABRIKIT_LD_PREPEND inside the container, then execs torchrun.
-        wrapper = ("/bin/sh", "-c", LD_WRAPPER, "fabrikit-ld")
+        wrapper = (("/bin/sh",), ("-c",), (LD_WRAPPER,), ("fabrikit-ld",))
         binds = tuple(BindSpec(b.source, b.target or b.source, "ro" if b.readonly else "rw", b.required)
                       for b in request.binds)
     rdzv_conf = f"--rdzv_conf=join_timeout={request.join_timeout_s},read_timeout={launcher.read_timeout_s}"

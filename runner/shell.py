@@ -22,7 +22,9 @@ import enum
 import re
 import shlex
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, Union
+from typing import Union
+
+import msgspec
 
 
 class Slot(enum.Enum):
@@ -45,7 +47,7 @@ Part = Union[str, Slot]
 Word = tuple[Part, ...]  # one argument: literal text and slots, concatenated
 
 
-class Splice(NamedTuple):
+class Splice(msgspec.Struct, frozen=True):
     """Zero or more whole arguments that the backend supplies (its binds, say)."""
 
     slot: Slot
@@ -54,7 +56,7 @@ class Splice(NamedTuple):
 Arg = Union[Word, Splice]
 
 
-class Expansion(NamedTuple):
+class Expansion(msgspec.Struct, frozen=True):
     """Shell text that expands when the script runs, such as `"$SLURM_JOB_ID"` or
     `"${binds[@]}"`: written by fabrikit itself, never built from input."""
 
