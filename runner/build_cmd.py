@@ -1,7 +1,8 @@
 """`build-image`: build the site's Apptainer image from its definition template.
 
-profile -> `image_build.plan_build` (pure) -> `--dry-run` prints it | cache check (label
-hash) -> checks (runtime version, arch, binds, output dir, free space) -> build or `--submit`.
+profile -> `image_plan.plan_build` (pure) -> `--dry-run` prints it | `image_cache` (label
+hash) -> `image_preflight` (runtime version, arch, binds, output dir, free space) ->
+`image_build.execute` or `image_submit.submit` (`--submit`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import click
 
-from . import image_build as ib
 from .errors import UserError
-from .validate import BUILD_ARG_NAME, matches
+from .image_cache import CacheState, check_cache
+from .image_labels import LABEL_HASH
+from .image_plan import plan_build
+from .image_preflight import preflight
 from .profile_loader import load_profile
+from .validate import BUILD_ARG_NAME, matches
 
 EPILOG = """\b
 Examples:
@@ -62,13 +66,13 @@ def build_image(site: str | None, profile_file: Path | None, dry_run: bool, forc
         raise click.UsageError("give exactly one of SITE or --profile FILE")
     cli_args = _parse_build_args(build_args)
     loaded = load_profile(str(profile_file), is_path=True) if profile_file else load_profile(site or "")
-    plan = ib.plan_build(loaded, cli_args=cli_args, output=output)
+    plan = plan_build(loaded, cli_args=cli_args, output=output)
 
     from .apptainer import probe, require_binary, which
 
     if dry_run:
         click.echo(plan.describe(), nl=False)
-        state = ib.check_cache(plan, which(plan.runtime))
+        state = check_cache(plan, which(plan.runtime))
         for line in plan.summary_lines():
             click.echo(line, err=True)
         click.echo(f"# image: {_dry_verdict(state, force)}", err=True)
@@ -79,34 +83,38 @@ def build_image(site: str | None, profile_file: Path | None, dry_run: bool, forc
     if runtime_path is None and not submit:
         runtime_path = require_binary(plan.runtime)  # raises the one-line "not found" error
     if not force:
-        state = ib.check_cache(plan, runtime_path)
+        state = check_cache(plan, runtime_path)
         if state.status == "current":
-            click.echo(f"up to date: {plan.output} ({ib.LABEL_HASH} {plan.definition_sha256[:12]} matches; "
+            click.echo(f"up to date: {plan.output} ({LABEL_HASH} {plan.definition_sha256[:12]} matches; "
                        f"checked in {time.monotonic() - started:.2f} s; --force rebuilds)")
             return 0
         if state.status == "foreign":
             raise UserError(f"{state.detail}: refusing to replace it; pass --force to replace it, "
                             "or --output to build elsewhere")
     if submit:
-        ib.preflight(plan, submit=True)
-        done = ib.submit(plan, loaded)
+        from .image_submit import submit as submit_build
+
+        preflight(plan, submit=True)
+        done = submit_build(plan, loaded)
         click.echo(f"submitted build job {done.job_id} for {plan.output} ({plan.arch})")
         click.echo(f"batch script: {done.script_path}")
         click.echo(f"log: {done.log_path}")
         return 0
     runtime = probe(plan.runtime)
-    ib.preflight(plan)
-    result = ib.execute(plan, runtime)
+    from .image_build import execute
+
+    preflight(plan)
+    result = execute(plan, runtime)
     size_mb = result.size_bytes / 1e6
     click.echo(f"built {result.image} ({size_mb:.1f} MB) in {result.seconds:.0f} s; "
                f"definition {plan.definition_path}, log {result.log_path}")
     if not result.labels_ok:
-        click.echo(f"build-image: warning: {result.image} does not carry the expected {ib.LABEL_HASH} label; "
+        click.echo(f"build-image: warning: {result.image} does not carry the expected {LABEL_HASH} label; "
                    "the next run will not recognise it as up to date", err=True)
     return 0
 
 
-def _dry_verdict(state: ib.CacheState, force: bool) -> str:
+def _dry_verdict(state: CacheState, force: bool) -> str:
     if state.status == "missing":
         return f"would build ({state.detail})"
     if state.status == "current":

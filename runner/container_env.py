@@ -9,8 +9,8 @@ one exception is explicit: `env_expand:` values, whose `{run_dir}`/`{job_id}` pl
 Rules that are facts about fabrics, not about one site, live here once:
 - NCCL_DEBUG=INFO with INIT,NET subsystems when the transport is to be checked (the log
   lines `fabrikit check-log` reads), unless the profile sets them itself;
-- HPE: do not set NCCL_NET for single-node runs (a needless VNI allocation;
-  fabric-facts.md "Sigma2 Olivia");
+- variables the fabric kind says a single-node run must not set (`runner.fabrics`: HPE's
+  NCCL_NET, a needless VNI allocation on one node);
 - the library path is prepended inside the container (never imported from the host:
   Apptainer does not pass LD_LIBRARY_PATH through);
 - per-GPU CPU masks (`launcher.cpu_bind_masks`) travel as FABRIKIT_CPU_BIND_MASKS, which the
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from . import fabrics
 from .request import LaunchRequest
 
 # Inside the container, prepend FABRIKIT_LD_PREPEND to the image's own LD_LIBRARY_PATH and
@@ -55,8 +56,9 @@ def job_environment(request: LaunchRequest) -> list[JobVar]:
     if profile.fabric.check_transport:
         for name, value in NCCL_DEBUG_DEFAULTS:
             env.setdefault(name, JobVar(name, value))
-    if request.nodes == 1 and profile.fabric.kind == "slingshot":
-        env.pop("NCCL_NET", None)
+    if request.nodes == 1:
+        for name in fabrics.get(profile.fabric.kind).single_node_unset:
+            env.pop(name, None)
     for name, value in profile.env_expand.items():
         env[name] = JobVar(name, value, template=True)
     if profile.launcher.cpu_bind_masks:

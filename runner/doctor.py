@@ -21,7 +21,8 @@ from pathlib import Path
 
 import msgspec
 
-from . import elf_deps
+from . import elf_deps, fabrics
+from .image_labels import LABEL_FLAVOUR, LABEL_GLIBC, LABEL_SITE
 from .profile_loader import LoadedProfile
 from .request import host_library_binds
 from .text_table import table_lines
@@ -88,7 +89,7 @@ def image_libraries(runtime: str | None, image: str | None) -> set[str] | None:
 
 
 def image_glibc(runtime: str | None, image: str | None, labels: dict[str, str]) -> tuple[int, ...] | None:
-    text = labels.get("org.fabrikit.glibc")
+    text = labels.get(LABEL_GLIBC)
     if not text and runtime and image and Path(image).exists():
         try:
             result = subprocess.run([runtime, "exec", image, "ldd", "--version"], capture_output=True, text=True,
@@ -149,13 +150,13 @@ def run_checks(loaded: LoadedProfile, *, image: str | None = None) -> list[Check
         if image and Path(image).exists():
             try:
                 labels = apptainer.inspect_labels(runtime_path, image) if runtime_path else {}
-                site = labels.get("org.fabrikit.site")
+                site = labels.get(LABEL_SITE)
                 if site and site != loaded.name:
                     checks.append(Check("image labels", Status.WARN, f"{image} was built for site '{site}'",
                                         fix=f"build-image {loaded.name}", required=False))
                 elif site:
                     checks.append(Check("image labels", Status.PASS, f"site {site}, flavour "
-                                        f"{labels.get('org.fabrikit.flavour', '?')}"))
+                                        f"{labels.get(LABEL_FLAVOUR, '?')}"))
                 else:
                     checks.append(Check("image labels", Status.WARN, "no fabrikit labels (not built by build-image)",
                                         required=False))
@@ -200,11 +201,37 @@ def run_checks(loaded: LoadedProfile, *, image: str | None = None) -> list[Check
         else:
             checks.append(Check("glibc", Status.PASS, f"image {elf_deps.glibc_text(have)} >= needed {need_text}"))
 
-    # 6. GPUs visible (compute nodes only)
+    # 6. a fallback to TCP sockets cannot go unnoticed
+    fabric = fabric_check(profile)
+    if fabric is not None:
+        checks.append(fabric)
+
+    # 7. GPUs visible (compute nodes only)
     want = profile.scheduler.gpus_per_node
     if want > 0:
         checks.append(rocm_gpu_check(want) if profile.container.gpu_flag == "--rocm" else nvidia_gpu_check(want))
     return checks
+
+
+def fabric_check(profile) -> Check | None:
+    """On a fabric whose fast path is a network (runner.fabrics), a fallback to TCP sockets
+    (5-40x slower, fabric-facts.md) must show: NCCL told to fail instead, or the transport
+    checked at the end of the job. None where any transport is the expected one."""
+    kind = fabrics.get(profile.fabric.kind)
+    if not kind.needs_network:
+        return None
+    unset = [(name, value) for name, value in kind.fail_fast_env if name not in profile.env]
+    if unset:
+        name, value = unset[0]
+        return Check("fabric", Status.WARN, f"{kind.title}: {name} is not set, so NCCL falls back to TCP sockets "
+                     "instead of failing when its plugin does not load",
+                     fix=f"set env {name}: {value!r} (the {kind.preset} preset does)", required=False)
+    if not profile.fabric.check_transport:
+        return Check("fabric", Status.WARN, f"{kind.title}: the transport is not checked (fabric.check_transport: "
+                     "false), so a fallback to TCP sockets would go unnoticed",
+                     fix="fabric.check_transport: true", required=False)
+    guards = [*(name for name, _ in kind.fail_fast_env), "end-of-job transport check"]
+    return Check("fabric", Status.PASS, f"{kind.title}: fast path {kind.fast_text}; a fallback shows ({', '.join(guards)})")
 
 
 def nvidia_gpu_check(want: int) -> Check:

@@ -27,9 +27,10 @@ def doctor(site: str | None, profile_file: Path | None, image: str | None, as_js
     loaded = load_profile(str(profile_file), is_path=True) if profile_file else load_profile(site)
     checks = run_checks(loaded, image=image)
     if as_json:
+        import msgspec
+
         click.echo(json.dumps({"site": loaded.name, "ok": not any(c.failed for c in checks),
-                               "checks": [{"name": c.name, "status": c.status.value, "detail": c.detail,
-                                           "fix": c.fix, "required": c.required} for c in checks]}, indent=2))
+                               "checks": msgspec.to_builtins(checks)}, indent=2))
     else:
         click.echo(format_table(checks))
     return 1 if any(c.failed for c in checks) else 0

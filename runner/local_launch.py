@@ -9,29 +9,38 @@ stopped at once and the run fails with a line naming the node; Ctrl-C or SIGTERM
 agent and every worker. Each agent leads its own process group and carries a marker
 variable, so its workers are found and stopped even if the agent itself was killed and they
 were re-parented.
+
+`plan()` is pure: what it needs from this machine (a free rendezvous port, the GPUs, the
+environment, the CPU count, which bind sources exist) is found by the caller and handed in.
+The launch itself comes from `runner.launch`, the same description the Slurm script renders.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO
 
-from .container_env import LD_PREPEND, LD_WRAPPER, NO_EVAL_FLAG, env_prefix, job_environment
+from . import run_dir as rundir
 from .errors import RuntimeFailure, UserError
 from .gpus import GpuSplit, VisibleGpus, split
+from .launch import LaunchSpec, describe
+from .process_control import Interrupts, stop
 from .request import LaunchRequest
-from .shell import expand, quote
+from .run_dir import RunDirPlan
+from .shell import Slot, Value, argv, assignments, join, value_word
 
 MARKER = "FABRIKIT_LOCAL_AGENT"
 STOP_GRACE_S = 10.0
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -44,21 +53,28 @@ class Agent:
 @dataclass(frozen=True)
 class LocalPlan:
     request: LaunchRequest
-    run_dir: Path
+    run: RunDirPlan
     port: int
     agents: tuple[Agent, ...]
     gpus: GpuSplit | None = None  # each node's GPUs; None: no GPU on this machine
 
+    @property
+    def run_dir(self) -> Path:
+        return self.run.path
+
     def describe(self) -> str:
         """What --dry-run prints: the exact commands, one block per node."""
         out = [f"# fabrikit local run: {len(self.agents)} node(s) x {self.request.nproc_per_node} process(es), "
-               f"rendezvous 127.0.0.1:{self.port}, run directory {self.run_dir}"]
+               f"rendezvous {LOOPBACK}:{self.port}, run directory {self.run_dir}"]
         if self.gpus is not None and self.gpus.note:
             out.append(f"# {self.gpus.note}")
         for agent in self.agents:
-            env = " ".join(f"{name}={quote(value)}" for name, value in agent.env)
-            out.append(f"# node{agent.node}\nenv {env} \\\n  {' '.join(quote(a) for a in agent.argv)}")
+            out.append(f"# node{agent.node}\nenv {assignments(agent.env)} \\\n  {join(agent.argv)}")
         return "\n".join(out) + "\n"
+
+    def notes(self) -> list[str]:
+        """What --dry-run prints on stderr."""
+        return [self.run.describe()]
 
 
 def free_port(low: int = 20000, high: int = 32767) -> int:
@@ -69,80 +85,79 @@ def free_port(low: int = 20000, high: int = 32767) -> int:
     node 2's retried connects to 127.0.0.1:PORT could be given PORT itself as source port and
     connect to themselves, after which node 1 cannot listen on it."""
     import random
+    import socket
 
     for port in random.sample(range(low, high + 1), 200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
-                sock.bind(("127.0.0.1", port))
+                sock.bind((LOOPBACK, port))
             except OSError:
                 continue
             return port
-    raise RuntimeFailure(f"no free TCP port in {low}-{high} on 127.0.0.1 for the rendezvous")
+    raise RuntimeFailure(f"no free TCP port in {low}-{high} on {LOOPBACK} for the rendezvous")
 
 
-def plan(request: LaunchRequest, run_dir: Path, port: int | None = None,
-         gpus: VisibleGpus | None = None) -> LocalPlan:
-    """The agents' commands and environments. ``gpus`` (detected by the caller, see
-    runner.gpus) are shared out so that every node has its own; too few for the ranks, and
-    they are hidden so that the job trains on CPU instead of failing in NCCL."""
-    profile = request.profile
-    runtime = profile.container.runtime
-    port = port or free_port()
-    values = {"run_dir": str(run_dir), "job_id": run_dir.name}
-    job_argv = [expand(request.job.script, values), *(expand(a, values) for a in request.job.args)]
+def absent_binds(request: LaunchRequest) -> frozenset[str]:
+    """Bind sources that do not exist on this machine (for `plan`'s `absent`)."""
+    if request.profile.container.runtime == "none":
+        return frozenset()
+    return frozenset(bind.source for bind in request.binds if not Path(bind.source).exists())
+
+
+def _values(spec: LaunchSpec, request: LaunchRequest, run_dir: Path, port: int,
+            absent: frozenset[str]) -> dict[Slot, Value]:
+    """The local backend's binding of the launch's slots (is_host differs per node)."""
+    binds = ["--bind", str(run_dir)]
+    for bind in spec.binds:
+        if bind.source not in absent:
+            binds += ["--bind", bind.option]
+    return {
+        Slot.RUN_DIR: str(run_dir),
+        Slot.JOB_ID: run_dir.name,  # the rendezvous id: unique per run directory
+        Slot.NODES: str(request.nodes),
+        Slot.NPROC: str(request.nproc_per_node),
+        Slot.ENDPOINT: f"{LOOPBACK}:{port}",
+        Slot.BINDS: tuple(binds),
+        Slot.LOCAL_ADDR: (f"--local_addr={LOOPBACK}",),
+    }
+
+
+def plan(request: LaunchRequest, run_dir: Path | RunDirPlan, *, port: int, gpus: VisibleGpus | None = None,
+         environ: Mapping[str, str] = MappingProxyType({}), cpu_count: int = 1,
+         absent: frozenset[str] = frozenset(), python: str = sys.executable) -> LocalPlan:
+    """The agents' commands and environments, from what the caller found on this machine:
+    the rendezvous `port` (`free_port`), its `gpus` (runner.gpus.detect), its `environ` (the
+    LD_LIBRARY_PATH a job without container extends), `cpu_count`, and the bind sources that
+    are `absent` (`absent_binds`). Pure: the same inputs give the same plan.
+
+    The GPUs are shared out so that every node has its own; too few for the ranks, and they
+    are hidden so that the job trains on CPU instead of failing in NCCL."""
+    run = run_dir if isinstance(run_dir, RunDirPlan) else RunDirPlan(run_dir)
+    run = run.adding(bundled_jobs=request.job.bundled)
+    spec = describe(request)
+    missing = [bind.source for bind in spec.binds if bind.required and bind.source in absent]
+    if missing:
+        raise UserError(f"bind source {missing[0]} does not exist on this machine")
+    values = _values(spec, request, run.path, port, absent)
     env: dict[str, str] = {}
-    threads = max(1, (os.cpu_count() or 1) // (request.nodes * request.nproc_per_node))
-    for name, value, template in job_environment(request):
-        value = expand(value, values) if template else value
-        env[f"{env_prefix(runtime)}{name}" if runtime != "none" else name] = value
-    if runtime == "none":
-        prepend = env.pop(LD_PREPEND, None)
-        if prepend:
-            old = os.environ.get("LD_LIBRARY_PATH")
-            env["LD_LIBRARY_PATH"] = f"{prepend}:{old}" if old else prepend
-        env.setdefault("OMP_NUM_THREADS", str(threads))
-        env["FABRIKIT_RUN_DIR"] = str(run_dir)
-        torchrun = [sys.executable, "-m", "torch.distributed.run"]
-        prefix: list[str] = []
-    else:
-        p = env_prefix(runtime)
-        env.setdefault(f"{p}OMP_NUM_THREADS", str(threads))
-        env[f"{p}FABRIKIT_RUN_DIR"] = str(run_dir)
-        torchrun = list(profile.launcher.torchrun)
-        prefix = [runtime, "exec", NO_EVAL_FLAG]
-        if profile.container.gpu_flag != "none":
-            prefix.append(profile.container.gpu_flag)
-        prefix += ["--bind", str(run_dir)]
-        for bind in request.binds:
-            if Path(bind.source).exists():
-                prefix += ["--bind", f"{bind.source}:{bind.target or bind.source}:{'ro' if bind.readonly else 'rw'}"]
-            elif bind.required:
-                raise UserError(f"bind source {bind.source} does not exist on this machine")
-        prefix += [profile.container.image or "", "/bin/sh", "-c", LD_WRAPPER, "fabrikit-ld"]
+    for var in spec.env:
+        value = value_word(var.value, values)
+        old = environ.get(var.name) if var.prepend else None
+        env[var.name] = f"{value}:{old}" if old else value
+    threads = max(1, cpu_count // (request.nodes * request.nproc_per_node))
+    env.setdefault(spec.env_name("OMP_NUM_THREADS"), str(threads))
+    # Without a container, torchrun is this interpreter's: the one fabrikit was installed with.
+    torchrun = None if spec.in_container else ((python,), ("-m",), ("torch.distributed.run",))
     gpu_split = split(gpus, request.nodes, request.nproc_per_node)
     agents = []
     for node in range(1, request.nodes + 1):
-        rdzv_conf = (f"join_timeout={request.join_timeout_s},read_timeout={profile.launcher.read_timeout_s},"
-                     f"is_host={1 if node == 1 else 0}")
-        argv = [
-            *prefix,
-            *torchrun,
-            f"--nnodes={request.nodes}",
-            f"--nproc_per_node={request.nproc_per_node}",
-            f"--rdzv_id={values['job_id']}",
-            "--rdzv_backend=c10d",
-            f"--rdzv_endpoint=127.0.0.1:{port}",
-            f"--rdzv_conf={rdzv_conf}",
-            f"--max_restarts={profile.launcher.max_restarts}",
-            "--local_addr=127.0.0.1",
-            *job_argv,
-        ]
-        node_env = {**env, MARKER: f"{run_dir}:{node}"}
+        node_values = {**values, Slot.IS_HOST: f",is_host={1 if node == 1 else 0}"}
+        node_env = {**env, MARKER: f"{run.path}:{node}"}
         if gpu_split is not None:
-            name = gpu_split.variable if runtime == "none" else f"{env_prefix(runtime)}{gpu_split.variable}"
-            node_env[name] = gpu_split.per_node[node - 1]
-        agents.append(Agent(node=node, argv=tuple(argv), env=tuple(node_env.items())))
-    return LocalPlan(request=request, run_dir=run_dir, port=port, agents=tuple(agents), gpus=gpu_split)
+            node_env[spec.env_name(gpu_split.variable)] = gpu_split.per_node[node - 1]
+        agents.append(Agent(node=node, argv=tuple(argv(spec.argv(torchrun), node_values)),
+                            env=tuple(node_env.items())))
+    return LocalPlan(request=request, run=run, port=port, agents=tuple(agents), gpus=gpu_split)
 
 
 @dataclass
@@ -169,17 +184,10 @@ def _marked_pids(marker_value: str) -> list[int]:
     return found
 
 
-def _stop(running: list[_Running], reason_sig: int = signal.SIGTERM) -> None:
-    """SIGTERM every agent's process group, then SIGKILL whatever is left after a grace."""
-    for r in running:
-        if r.proc.poll() is None:
-            try:
-                os.killpg(r.proc.pid, reason_sig)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and any(r.proc.poll() is None for r in running):
-        time.sleep(0.1)
+def _stop(running: list[_Running]) -> None:
+    """SIGTERM every agent's process group, then SIGKILL whatever is left after a grace:
+    the agents and every process carrying their marker (workers, even re-parented ones)."""
+    stop([r.proc for r in running], [(signal.SIGTERM, STOP_GRACE_S)], send=lambda proc, sig: os.killpg(proc.pid, sig))
     for r in running:
         pids = _marked_pids(dict(r.agent.env)[MARKER])
         if r.proc.poll() is None:
@@ -203,16 +211,31 @@ def _pump(r: _Running, lock: threading.Lock) -> None:
             sys.stdout.buffer.flush()
 
 
+def preflight(p: LocalPlan) -> None:
+    """Everything that can refuse the run, checked before anything is written."""
+    runtime = p.request.profile.container.runtime
+    if runtime != "none":
+        from .apptainer import check_no_eval
+
+        check_no_eval(runtime, required=True)  # the job runs here: the runtime must keep values literal
+    rundir.preflight(p.run)
+
+
 def execute(p: LocalPlan) -> int:
-    """Run the agents; return 0 if every node succeeded, else raise with the failing node."""
+    """Preflight, write the run directory, run the agents; return 0 if every node succeeded,
+    else raise with the failing node."""
+    preflight(p)
+    rundir.write(p.run)
+    print(f"fabrikit: {p.request.nodes} local node(s) x {p.request.nproc_per_node} process(es); "
+          f"run directory {p.run_dir}", file=sys.stderr, flush=True)
+    with Interrupts() as interrupts:
+        return _run_agents(p, interrupts)
+
+
+def _run_agents(p: LocalPlan, interrupts: Interrupts) -> int:
+    """Start every agent, stream their output, stop them all on a failure or a signal."""
     lock = threading.Lock()
     running: list[_Running] = []
-    stop_signal: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop_signal.append(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     if p.gpus is not None:  # the nodes' GPUs, or the one line saying why they are not used
         print(f"fabrikit: {p.gpus.note or p.gpus.summary()}", file=sys.stderr, flush=True)
     try:
@@ -231,14 +254,14 @@ def execute(p: LocalPlan) -> int:
             r.pump.start()
             running.append(r)
         failed: _Running | None = None
-        while not stop_signal:
+        while not interrupts.signum:
             states = [(r, r.proc.poll()) for r in running]
             failed = next((r for r, rc in states if rc not in (None, 0)), None)
             if failed is not None or all(rc == 0 for _, rc in states):
                 break
             time.sleep(0.1)
-        if stop_signal:
-            name = signal.Signals(stop_signal[0]).name
+        if interrupts.signum:
+            name = interrupts.name
             print(f"fabrikit: {name} received: stopping all {len(running)} agents", file=sys.stderr, flush=True)
             _stop(running)
             raise RuntimeFailure(f"run interrupted by {name}; logs in {p.run_dir}")
@@ -256,5 +279,3 @@ def execute(p: LocalPlan) -> int:
         for r in running:
             r.pump.join(timeout=5)
             r.log.close()
-        for s, handler in previous.items():
-            signal.signal(s, handler)

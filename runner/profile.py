@@ -18,6 +18,8 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
+from . import fabrics
+
 # Constraint patterns live in `runner.validate` (full-string, one place for every name that
 # reaches a script); the loader turns a failed pattern into that module's one-line hint.
 from .validate import (ABSOLUTE_PATH, BUILD_ARG_NAME, CPU_MASK, ENV_NAME, INTERFACE, LIBRARY_DIR, MEMORY,
@@ -59,7 +61,7 @@ class Scheduler(_Base, kw_only=True):
 class Fabric(_Base, kw_only=True):
     """The interconnect: decides which NCCL transport counts as the fast path."""
 
-    kind: Literal["slingshot", "infiniband", "ethernet", "loopback"]
+    kind: Literal[fabrics.NAMES]  # the kinds and what each means: runner.fabrics
     # Turn on NCCL_DEBUG=INFO (INIT,NET) and the end-of-job transport check.
     check_transport: bool = True
 

@@ -1,8 +1,9 @@
 """A launch request: the site profile plus the user's flags, resolved into typed values.
 
-This is the single input of every backend's pure render step (`slurm_script.render`,
-`local_launch.plan`). Flag overrides are applied here, once, so that no renderer has to
-know whether a value came from the profile or from the command line.
+This is the single input of the launch description (`runner.launch`) that both backends
+render. Flag overrides are applied here, once, so that no renderer has to know whether a
+value came from the profile or from the command line; what the host has to say (the job
+script, the host-library closure) is resolved here too, so that rendering stays pure.
 """
 
 from __future__ import annotations
@@ -79,8 +80,11 @@ def resolve_job(script: str | None, args: tuple[str, ...], profile: schema.Profi
     return JobSpec(script=str(path.resolve()), args=args, bundled=False)
 
 
-def host_library_binds(profile: schema.Profile, *,
-                       where: str | None = None) -> tuple[tuple[schema.Bind, ...], tuple[str, ...]]:
+# The binds of a launch and the directories prepended to LD_LIBRARY_PATH in the container.
+HostBinds = tuple[tuple[schema.Bind, ...], tuple[str, ...]]
+
+
+def host_library_binds(profile: schema.Profile, *, where: str | None = None) -> HostBinds:
     """Profile binds plus one file bind per library in the `host_libraries` closure.
 
     Resolved here, on the submitting host, so that rendering stays pure. A named library
@@ -128,8 +132,12 @@ def build_request(
     job_script: str | None = None,
     job_args: tuple[str, ...] = (),
     requeue: bool | None = None,
+    host_binds: HostBinds | None = None,
 ) -> LaunchRequest:
-    """Apply flag overrides to the profile and check what the flags alone can get wrong."""
+    """Apply flag overrides to the profile and check what the flags alone can get wrong.
+
+    `host_binds` is the profile's binds plus its resolved host-library closure
+    (`host_library_binds`, which reads this host's libraries); None resolves it here."""
     profile = loaded.profile
     for flag, value in (("--partition", partition), ("--account", account)):
         if value is not None:
@@ -153,7 +161,7 @@ def build_request(
     if job_name is not None:
         validate.check(validate.JOB_NAME, job_name, "--job-name")
     name = f"fabrikit-{loaded.name}" if job_name is None else job_name
-    binds, library_path = host_library_binds(profile, where=str(loaded.path))
+    binds, library_path = host_binds or host_library_binds(profile, where=str(loaded.path))
     return LaunchRequest(
         site=loaded.name,
         profile=profile,

@@ -1,4 +1,8 @@
-"""`run-multinode`: profile + flags -> request -> plan -> (print | submit | run locally)."""
+"""`run-multinode`: profile + flags -> request -> plan -> (print | submit | run locally).
+
+The plan holds everything the launch will write and run; `--dry-run` prints it, and only
+`slurm_submit.submit` / `local_launch.execute` touch the disk, after their preflight.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import click
 from . import run_dir as rundir
 from .errors import UserError
 from .profile_loader import LoadedProfile, load_profile, site_name_of
-from .request import LaunchRequest, build_request
+from .request import LaunchRequest, build_request, host_library_binds
 from .run_dir import LaunchRecord  # the record is built for --dry-run too: one shape for every launch
 
 EPILOG = """\b
@@ -75,36 +79,32 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
         )
     loaded = _load(record, resume_dir)
     request = _request(loaded, record)
-    if run_dir is None:
-        run_dir = rundir.new_run_dir(loaded.name).resolve()
-    else:
-        run_dir = run_dir.resolve()
+    run_dir = (run_dir or rundir.new_run_dir(loaded.name)).resolve()
+    run = rundir.RunDirPlan(run_dir, record=record, profile=loaded, resume=resume_dir is not None)
 
     if loaded.profile.backend == "local":
         import os
 
         from . import gpus, local_launch
 
-        lplan = local_launch.plan(request, run_dir, gpus=gpus.detect(os.environ))
+        lplan = local_launch.plan(request, run, port=local_launch.free_port(), gpus=gpus.detect(os.environ),
+                                  environ=os.environ, cpu_count=os.cpu_count() or 1,
+                                  absent=local_launch.absent_binds(request))
         if dry_run:
             click.echo(lplan.describe(), nl=False)
+            for line in lplan.notes():
+                click.echo(line, err=True)
             return 0
-        _check_runtime(loaded, required=True)
-        _prepare(run_dir, record, loaded, request, resume=resume_dir is not None)
-        click.echo(f"fabrikit: {request.nodes} local node(s) x {request.nproc_per_node} process(es); "
-                   f"run directory {run_dir}", err=True)
         return local_launch.execute(lplan)
 
     from . import slurm_submit
 
-    splan = slurm_submit.plan(request, run_dir)
+    splan = slurm_submit.plan(request, run)
     if dry_run:
         click.echo(splan.describe(), nl=False)
-        click.echo(f"# dry run: would run {' '.join(splan.sbatch_argv)}", err=True)
+        for line in splan.notes():
+            click.echo(line, err=True)
         return 0
-    slurm_submit.require_sbatch()
-    _check_runtime(loaded, required=False)
-    _prepare(run_dir, record, loaded, request, resume=resume_dir is not None)
     submitted = slurm_submit.submit(splan)
     out, log = submitted.logs
     click.echo(f"submitted job {submitted.job_id} ({request.nodes} node(s), site {request.site})")
@@ -113,23 +113,14 @@ def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None
     return 0
 
 
-def _check_runtime(loaded: LoadedProfile, *, required: bool) -> None:
-    """Before anything is written: the container runtime must keep values literal."""
-    runtime = loaded.profile.container.runtime
-    if runtime != "none":
-        from .apptainer import check_no_eval
-
-        check_no_eval(runtime, required=required)
-
-
 def _load(record: LaunchRecord, resume_dir: Path | None) -> LoadedProfile:
     """The profile a run uses; a resumed run uses the resolved copy saved in its directory,
     so that later edits of the site file cannot change a run halfway through."""
-    saved = resume_dir.resolve() / "profile.yaml" if resume_dir is not None else None
+    saved = resume_dir.resolve() / rundir.PROFILE_FILE if resume_dir is not None else None
     if saved is not None and saved.is_file():
         import msgspec
 
-        name = record.site or site_name_of(Path(record.profile_file or "profile.yaml"))
+        name = record.site or site_name_of(Path(record.profile_file or rundir.PROFILE_FILE))
         return msgspec.structs.replace(load_profile(str(saved), is_path=True), name=name)
     if record.profile_file:
         return load_profile(record.profile_file, is_path=True)
@@ -150,21 +141,5 @@ def _request(loaded: LoadedProfile, record: LaunchRecord) -> LaunchRequest:
         job_script=job[0] if job else None,
         job_args=job[1:],
         requeue=record.requeue,
+        host_binds=host_library_binds(loaded.profile, where=str(loaded.path)),
     )
-
-
-def _prepare(run_dir: Path, record: LaunchRecord, loaded: LoadedProfile, request: LaunchRequest, *,
-             resume: bool) -> None:
-    """Create the run directory and record what is needed to resume it."""
-    if resume:
-        if not run_dir.is_dir():
-            raise UserError(f"--resume: {run_dir} does not exist")
-    else:
-        rundir.create(run_dir)
-    from .atomic_write import write_atomic
-    from .sites_cmd import profile_yaml
-
-    write_atomic(run_dir / "profile.yaml", profile_yaml(loaded))
-    rundir.save_launch(run_dir, record)
-    if request.job.bundled and loaded.profile.backend == "local":
-        rundir.copy_bundled_jobs(run_dir)

@@ -12,13 +12,12 @@ import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from . import fabrics
 from .profile_writer import Draft
 from .site_probe import Findings, Partition, gpu_vendor
 
-# (definition in containers/, Build.flavour) per preset for NVIDIA GPUs; AMD GPUs take the ROCm
-# image whatever the fabric.
-FLAVOUR = {"slingshot": ("slingshot.def", "slingshot"), "infiniband": ("infiniband.def", "infiniband"),
-           "ethernet": ("infiniband.def", "infiniband")}
+# The (definition in containers/, Build.flavour) for NVIDIA GPUs comes with the fabric kind
+# (runner.fabrics); AMD GPUs take the ROCm image whatever the fabric.
 ROCM_FLAVOUR = ("rocm.def", "rocm")
 # Base image tags a draft pins: the definitions' own %arguments defaults, as the bundled sites.
 NGC_TAG = "25.06-py3"
@@ -45,7 +44,7 @@ def draft_profile(name: str, f: Findings, image_dir: Path) -> InitResult:
     arch, arch_source = _arch(f, part)
     gh200 = vendor == "nvidia" and (arch == "aarch64" or "gh200" in (model or "").lower())
     gpu_text = f"{count}x {model or vendor.upper() + ' GPU'} per node" if vendor and count else "no GPUs found"
-    fabric_text = {"slingshot": "HPE Slingshot", "infiniband": "InfiniBand", "ethernet": "Ethernet/TCP"}[preset]
+    fabric_text = fabrics.get(preset).title
     d.set(("description",), f"{name}: {gpu_text}, {fabric_text} (drafted by fabrikit sites init)")
 
     # -- scheduler
@@ -80,7 +79,7 @@ def draft_profile(name: str, f: Findings, image_dir: Path) -> InitResult:
         d.set(("container", "runtime"), "apptainer", "TODO: neither apptainer nor singularity is on PATH "
               "(module load apptainer?)")
         todo.append("container.runtime: no apptainer/singularity on PATH")
-    template, flavour = ROCM_FLAVOUR if vendor == "amd" else FLAVOUR[preset]
+    template, flavour = ROCM_FLAVOUR if vendor == "amd" else fabrics.get(preset).image
     image = image_dir / f"{name}-pytorch-{flavour}.sif"
     d.set(("container", "image"), str(image), "TODO: where `build-image` writes the image (a placeholder here: "
           "choose a project or scratch directory)")
@@ -178,18 +177,20 @@ def _header(name: str, f: Findings, found: list[str], todo: list[str]) -> list[s
 
 
 def _preset(f: Findings) -> tuple[str, str]:
-    hsn = [x for x in f.interfaces.value if x.startswith("hsn")]
+    slingshot, infiniband = fabrics.get("slingshot"), fabrics.get("infiniband")
+    hsn = [x for x in f.interfaces.value if fabrics.by_interface(x) is slingshot]
     evidence = []
     if f.cxi:
         evidence.append(f"{f.cxi.source}: {' '.join(f.cxi.value)}")
     if hsn:
         evidence.append(f"{f.interfaces.source}: {' '.join(hsn)}")
-    if f.fi_providers and "cxi" in f.fi_providers.value:
-        evidence.append(f"{f.fi_providers.source}: cxi provider")
+    cxi = [p for p in (f.fi_providers.value if f.fi_providers else []) if fabrics.by_provider(p) is slingshot]
+    if cxi:
+        evidence.append(f"{f.fi_providers.source}: {cxi[0]} provider")
     if evidence:
-        return "slingshot", "; ".join(evidence)
+        return slingshot.name, "; ".join(evidence)
     ib = [dev for dev in (f.infiniband.value if f.infiniband else []) if dev.link_layer == "InfiniBand"]
-    ipoib = [x for x in f.interfaces.value if x.startswith("ib")]
+    ipoib = [x for x in f.interfaces.value if fabrics.by_interface(x) is infiniband]
     if ib or ipoib:
         parts = []
         if ib:
@@ -197,7 +198,7 @@ def _preset(f: Findings) -> tuple[str, str]:
                 f"{dev.name}({'ACTIVE' if dev.active_ports else 'down'})" for dev in ib))
         if ipoib:
             parts.append(f"{f.interfaces.source}: {' '.join(ipoib)}")
-        return "infiniband", "; ".join(parts)
+        return infiniband.name, "; ".join(parts)
     return "ethernet", "no /sys/class/cxi, no hsn*/ib* interface, no InfiniBand device: TCP sockets"
 
 

@@ -5,18 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import yaml
 
 from .errors import UserError
-from .profile import to_builtins
-from .profile_loader import LoadedProfile, load_profile, site_dirs, site_files
-
-
-def profile_yaml(loaded: LoadedProfile) -> str:
-    """The fully resolved profile (after `extends`) as YAML, with where it came from."""
-    chain = " <- ".join(str(p) for p in reversed(loaded.chain))
-    header = f"# site {loaded.name}: resolved from {chain}\n"
-    return header + yaml.safe_dump(to_builtins(loaded.profile), sort_keys=False, default_flow_style=False, width=100)
+from .profile_loader import load_profile, profile_yaml, site_dirs, site_files
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,9 +8,11 @@ the run directory is the script's working directory (`sbatch --chdir`), not a pa
 from __future__ import annotations
 
 from . import __version__
-from .container_env import LD_PREPEND, LD_WRAPPER, NO_EVAL_FLAG, env_prefix, job_environment
+from .container_env import NO_EVAL_FLAG
+from .launch import RUN_DIR_VAR, LaunchSpec, describe
 from .request import LaunchRequest
-from .shell import quote, word, words
+from .sbatch import directives
+from .shell import Expansion, ShellValue, Slot, literal_text, quote, shell_word, shell_words, template
 from .templating import fill
 from .validate import sbatch_extra, sbatch_word
 
@@ -60,66 +62,72 @@ def sbatch_options(request: LaunchRequest) -> list[str]:
     return opts
 
 
-def _binds(request: LaunchRequest) -> str:
-    if not request.binds:
+# How the batch script fills the launch's slots: variables it sets itself (run_dir, nproc,
+# head_addr, rdzv_port, binds) or Slurm's. `is_host` is left to torchrun, which compares
+# the endpoint with the node's own addresses; --local_addr likewise.
+BINDING: dict[Slot, ShellValue] = {
+    Slot.RUN_DIR: Expansion('"$run_dir"'),
+    Slot.JOB_ID: Expansion('"$SLURM_JOB_ID"'),
+    Slot.NODES: Expansion('"$SLURM_JOB_NUM_NODES"'),
+    Slot.NPROC: Expansion('"$nproc"'),
+    Slot.ENDPOINT: Expansion('"$head_addr:$rdzv_port"'),
+    Slot.IS_HOST: "",
+    Slot.BINDS: Expansion('"${binds[@]}"'),
+    Slot.LOCAL_ADDR: (),
+}
+
+
+def _binds(spec: LaunchSpec) -> str:
+    if not spec.binds:
         return 'binds=(--bind "$run_dir")'
     lines = []
-    for bind in request.binds:
-        mode = "ro" if bind.readonly else "rw"
+    for bind in spec.binds:
         need = "required" if bind.required else "optional"
-        target = bind.target or bind.source
-        lines.append(f"{_literal_note(bind.source, target)}fabrikit_bind {quote(bind.source)} {quote(target)} {mode} {need}")
+        lines.append(f"{_literal_note(bind.source, bind.target)}fabrikit_bind {quote(bind.source)} "
+                     f"{quote(bind.target)} {bind.mode} {need}")
     return fill("slurm_binds.sh.in", {"BIND_LINES": "\n".join(lines)}).rstrip("\n")
 
 
-def _env(request: LaunchRequest, runtime: str) -> str:
+def _env(spec: LaunchSpec) -> str:
     """One `export` per variable. Values are single words (`quote`), so the batch shell
     passes them on unchanged, and `--no-eval` keeps the runtime from evaluating them; only
-    `env_expand` values expand their `{run_dir}`/`{job_id}` placeholders (`word`)."""
+    `env_expand` values expand their `{run_dir}`/`{job_id}` placeholders."""
     lines = []
-    for name, value, template in job_environment(request):
-        text = word(value) if template else quote(value)
-        note = _literal_note(value)
-        if runtime == "none":
-            if name == LD_PREPEND:
-                lines.append(f'{note}export LD_LIBRARY_PATH={text}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
-            else:
-                lines.append(f"{note}export {name}={text}")
+    for var in spec.env:
+        if var.name == RUN_DIR_VAR:
+            continue  # no container: the script's header exports it, for the batch shell and the job
+        text = shell_word(var.value, BINDING)
+        note = _literal_note(literal_text(var.value))
+        if var.prepend:
+            lines.append(f'{note}export {var.name}={text}"${{{var.name}:+:${var.name}}}"')
         else:
-            lines.append(f"{note}export {env_prefix(runtime)}{name}={text}")
-    if runtime != "none":
-        lines.append(f'export {env_prefix(runtime)}FABRIKIT_RUN_DIR="$run_dir"')
+            lines.append(f"{note}export {var.name}={text}")
     return "\n".join(lines) if lines else "# (no variables)"
 
 
-def _launch(request: LaunchRequest, runtime: str) -> str:
-    profile = request.profile
-    launcher = profile.launcher
-    srun = ['srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --label']
-    if profile.scheduler.srun_extra:
-        srun.append(words(profile.scheduler.srun_extra))
-    lines = [" ".join(srun)]
-    if runtime != "none":
-        container = [quote(runtime), "exec", NO_EVAL_FLAG]
-        if profile.container.gpu_flag != "none":
-            container.append(profile.container.gpu_flag)
-        container += ['"${binds[@]}"', quote(profile.container.image or "")]
-        lines.append(" ".join(container))
-        lines.append(f"/bin/sh -c {quote(LD_WRAPPER)} fabrikit-ld")
-    rdzv_conf = f"join_timeout={request.join_timeout_s},read_timeout={launcher.read_timeout_s}"
-    lines.append(
-        f'{words(launcher.torchrun)} --nnodes="$SLURM_JOB_NUM_NODES" --nproc_per_node="$nproc"'
-        ' --rdzv_id="$SLURM_JOB_ID" --rdzv_backend=c10d --rdzv_endpoint="$head_addr:$rdzv_port"'
-    )
-    lines.append(f"--rdzv_conf={rdzv_conf} --max_restarts={launcher.max_restarts}")
-    lines.append(words(request.job.argv))
+def _srun(request: LaunchRequest) -> str:
+    """The job step: one task per node, with the CPUs the job asked for. Since Slurm 22.05
+    srun no longer inherits sbatch's --cpus-per-task (sbatch(1), NOTE under --cpus-per-task;
+    22.05 release notes: "srun will no longer read in SLURM_CPUS_PER_TASK"): without the
+    option here, torchrun and all its workers would share one CPU."""
+    scheduler = request.profile.scheduler
+    srun = ['srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1']
+    if scheduler.cpus_per_task:
+        srun.append(f"--cpus-per-task={scheduler.cpus_per_task}")
+    srun.append("--kill-on-bad-exit=1 --label")
+    if scheduler.srun_extra:
+        srun.append(shell_words((template(extra) for extra in scheduler.srun_extra), BINDING))
+    return " ".join(srun)
+
+
+def _launch(request: LaunchRequest, spec: LaunchSpec) -> str:
+    lines = [_srun(request), *(shell_words(group, BINDING) for group in spec.groups())]
     text = (" \\\n" + INDENT).join(lines)
-    if runtime != "none":
+    if spec.in_container:
         # The wrapper is a constant single-quoted string expanded inside the container.
-        text = "# shellcheck disable=SC2016\n" + text
-    else:
-        text = _literal_note(*launcher.torchrun, *profile.scheduler.srun_extra, *request.job.argv) + text
-    return text
+        return "# shellcheck disable=SC2016\n" + text
+    seen = (*spec.torchrun, *spec.job, *(template(extra) for extra in request.profile.scheduler.srun_extra))
+    return _literal_note(*(literal_text(word) for word in seen)) + text
 
 
 def _nproc(request: LaunchRequest) -> str:
@@ -153,15 +161,17 @@ def _monitor(request: LaunchRequest) -> str:
     return fill("slurm_gpu_monitor_rocm.sh.in" if rocm else "slurm_gpu_monitor.sh.in", {}).rstrip("\n")
 
 
-def render(request: LaunchRequest) -> str:
-    runtime = request.profile.container.runtime
+def render(request: LaunchRequest, spec: LaunchSpec | None = None) -> str:
+    """The batch script for `request`; `spec` is its launch description (`launch.describe`)."""
+    spec = describe(request) if spec is None else spec
+    runtime = spec.runtime
     values = {
-        "SBATCH": "\n".join(f"#SBATCH {opt}" for opt in sbatch_options(request)),
+        "SBATCH": directives(sbatch_options(request)),
         "VERSION": __version__,
         "SITE": request.site,
         "DESCRIPTION": " ".join(request.profile.description.split()),
-        "BINDS": _binds(request) if runtime != "none" else "# (no container: runtime none)",
-        "ENV": _env(request, runtime),
+        "BINDS": _binds(spec) if spec.in_container else "# (no container: runtime none)",
+        "ENV": _env(spec),
         "RUNTIME_CHECK": _runtime_check(runtime),
         "PORT_BASE": str(request.profile.launcher.port_base),
         "PORT_SPAN": str(request.profile.launcher.port_span),
@@ -169,7 +179,7 @@ def render(request: LaunchRequest) -> str:
         "NPROC": _nproc(request),
         "MONITOR": _monitor(request),
         "MONITOR_STOP": 'kill "$gpu_monitor" 2>/dev/null || true' if request.gpus_per_node > 0 else "",
-        "LAUNCH": _launch(request, runtime),
+        "LAUNCH": _launch(request, spec),
         "EPILOGUE": _epilogue(request),
     }
     return fill("slurm.sbatch.in", values)

@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from runner import entry
-from runner import image_build as ib
+from runner import image_build, image_labels, image_plan
+from runner import image_definition as deffile
 from runner.build_cmd import build_image
 from runner.profile_loader import load_profile
 from runner.resources import bundled_bindings_dir, containers_dir
@@ -187,30 +188,30 @@ def test_dry_run_renders_a_complete_definition(target: str, tmp_path: Path):
     # Header: Bootstrap first, then what the agent needs.
     assert lines[0].startswith("Bootstrap: ")
     agent = lines[0].split(":", 1)[1].strip()
-    keys = {k.lower() for k, _ in ib.header(text)}
+    keys = {k.lower() for k, _ in deffile.header(text)}
     if agent == "docker":
         assert "from" in keys
         assert "--arch" in result.stderr
     elif agent == "debootstrap":
         assert {"osversion", "mirrorurl"} <= keys
     # Every {{ }} is bound by %arguments or by a --build-arg in the command.
-    defaults = ib.parse_arguments(text)
+    defaults = deffile.parse_arguments(text)
     command = next(line for line in result.stderr.splitlines() if line.startswith("# dry run: would run"))
     passed = {word.split("=", 1)[0] for word in command.split() if "=" in word and not word.startswith("-")}
-    for name in ib.arg_references(text):
+    for name in deffile.arg_references(text):
         assert name in defaults or name in passed, name
     # No fabrikit placeholder is left.
     assert "@LABELS@" not in text and "@POST_COMMON@" not in text and "@TEST_COMMON@" not in text
     # Labels.
-    labels = dict(line.strip().split(" ", 1) for name, body in ib.sections(text) if name == "labels"
+    labels = dict(line.strip().split(" ", 1) for name, body in deffile.sections(text) if name == "labels"
                   for line in body.splitlines() if line.strip())
-    for key in (ib.LABEL_VERSION, ib.LABEL_SITE, ib.LABEL_FLAVOUR, ib.LABEL_BUILD_ARGS, ib.LABEL_HASH):
+    for key in (image_labels.LABEL_VERSION, image_labels.LABEL_SITE, image_labels.LABEL_FLAVOUR, image_labels.LABEL_BUILD_ARGS, image_labels.LABEL_HASH):
         assert key in labels, key
-    assert len(labels[ib.LABEL_HASH]) == 64
-    assert json.loads(labels[ib.LABEL_BUILD_ARGS])
+    assert len(labels[image_labels.LABEL_HASH]) == 64
+    assert json.loads(labels[image_labels.LABEL_BUILD_ARGS])
     assert 'echo "org.fabrikit.glibc $fabrikit_glibc" >> "${APPTAINER_LABELS' in text
     # %test exists and checks torch; the command builds to a temporary name next to the image.
-    assert any(name == "test" and "import torch" in body for name, body in ib.sections(text))
+    assert any(name == "test" and "import torch" in body for name, body in deffile.sections(text))
     assert str(out / "image.sif.def") in command and ".tmp-" in command
     assert _listing(out) == []  # a dry run writes nothing
 
@@ -219,10 +220,10 @@ def test_dry_run_renders_a_complete_definition(target: str, tmp_path: Path):
 def test_shell_sections_pass_shellcheck(target: str, tmp_path: Path):
     shellcheck = require_program("shellcheck", "apt-get install shellcheck")
     loaded = load_profile(target, is_path=target.endswith(".yaml"))
-    plan = ib.plan_build(loaded, output=tmp_path / "x.sif")
-    text = ib.substitute_args(plan.definition, plan.effective_args)
+    plan = image_plan.plan_build(loaded, output=tmp_path / "x.sif")
+    text = deffile.substitute_args(plan.definition, plan.effective_args)
     checked = 0
-    for index, (name, body) in enumerate(ib.sections(text)):
+    for index, (name, body) in enumerate(deffile.sections(text)):
         if name not in SHELL_SECTIONS:
             continue
         script = tmp_path / f"{index:02d}-{name}.sh"
@@ -234,7 +235,7 @@ def test_shell_sections_pass_shellcheck(target: str, tmp_path: Path):
 
 
 def test_flavour_specifics():
-    olivia = ib.plan_build(load_profile("olivia"), output=Path("/nonexistent/o.sif"), machine="aarch64")
+    olivia = image_plan.plan_build(load_profile("olivia"), output=Path("/nonexistent/o.sif"), machine="aarch64")
     d = olivia.definition
     assert "From: nvcr.io/nvidia/pytorch:{{ NGC_TAG }}" in d
     assert "--with-libfabric=/opt/fabrikit/libfabric-build --with-cuda=/usr/local/cuda" in d
@@ -246,9 +247,9 @@ def test_flavour_specifics():
     assert olivia.argv[olivia.argv.index("--arch") + 1] == "arm64"
     assert olivia.effective_args == {"NGC_TAG": "25.06-py3", "LIBFABRIC_VERSION": "1.22.0",
                                      "AWS_OFI_NCCL_VERSION": "1.14.2"}
-    raven = ib.plan_build(load_profile("raven"), output=Path("/nonexistent/r.sif")).definition
+    raven = image_plan.plan_build(load_profile("raven"), output=Path("/nonexistent/r.sif")).definition
     assert "libibverbs1 ibverbs-providers librdmacm1 ibverbs-utils" in raven and "aws-ofi-nccl" not in raven
-    test = ib.plan_build(load_profile(str(TESTCLUSTER), is_path=True), output=Path("/nonexistent/t.sif"))
+    test = image_plan.plan_build(load_profile(str(TESTCLUSTER), is_path=True), output=Path("/nonexistent/t.sif"))
     assert "iproute2" in test.definition and "procps" in test.definition
     assert "--arch" not in test.argv  # debootstrap: no registry architecture to pick
     assert "/opt/wheels:/mnt/wheels:ro" in test.argv
@@ -256,8 +257,8 @@ def test_flavour_specifics():
 
 def _environment(site: str, prelude: str, tmp_path: Path) -> str:
     """Run the %environment section of SITE's rendered definition in sh after PRELUDE."""
-    plan = ib.plan_build(load_profile(site), output=tmp_path / f"{site}.sif")
-    body = next(b for n, b in ib.sections(plan.definition) if n == "environment")
+    plan = image_plan.plan_build(load_profile(site), output=tmp_path / f"{site}.sif")
+    body = next(b for n, b in deffile.sections(plan.definition) if n == "environment")
     script = f"{prelude}\n{body}\n" 'echo "$LD_LIBRARY_PATH|${NCCL_NET_PLUGIN-unset}"\n'
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
 
@@ -277,20 +278,20 @@ def test_environment_puts_host_libfabric_and_the_plugin_first(site: str, prelude
 
 
 def test_rocm_flavour_specifics():
-    lumi = ib.plan_build(load_profile("lumi"), output=Path("/nonexistent/l.sif"))
+    lumi = image_plan.plan_build(load_profile("lumi"), output=Path("/nonexistent/l.sif"))
     d = lumi.definition
     assert "From: rocm/pytorch:{{ ROCM_PYTORCH_TAG }}" in d and "nvcr.io" not in d
     assert "--with-libfabric=/opt/fabrikit/libfabric-build --with-rocm=/opt/rocm" in d
     assert "--prefix=/opt/aws-ofi-rccl" in d and "--with-cuda" not in d
     assert "test -e /opt/aws-ofi-rccl/lib/librccl-net.so" in d and "torch.version.hip" in d
-    assert lumi.labels[ib.LABEL_FLAVOUR] == "rocm" and lumi.flavour == "rocm"
+    assert lumi.labels[image_labels.LABEL_FLAVOUR] == "rocm" and lumi.flavour == "rocm"
     assert lumi.argv[0] == "singularity"  # LUMI provides SingularityCE (bindings/lumi.yaml)
     assert lumi.argv[lumi.argv.index("--arch") + 1] == "amd64"
     assert lumi.effective_args == {"ROCM_PYTORCH_TAG": "rocm6.4.1_ubuntu24.04_py3.12_pytorch_release_2.7.1",
                                    "LIBFABRIC_VERSION": "1.22.0", "AWS_OFI_NCCL_VERSION": "1.20.0"}
     # The template's own defaults are complete: a profile that names no arguments builds too.
-    defaults = ib.parse_arguments((ib.containers_dir() / "rocm.def").read_text())
-    assert set(ib.arg_references((ib.containers_dir() / "rocm.def").read_text())) == set(defaults)
+    defaults = deffile.parse_arguments((containers_dir() / "rocm.def").read_text())
+    assert set(deffile.arg_references((containers_dir() / "rocm.def").read_text())) == set(defaults)
 
 
 @pytest.mark.parametrize("installed, expect", [
@@ -301,8 +302,8 @@ def test_rocm_flavour_specifics():
 ])
 def test_rocm_post_gives_rccl_its_plugin_name(installed: list[str], expect: str | None, tmp_path: Path):
     """The %post step that makes librccl-net.so exist, run for real in sh on a scratch dir."""
-    plan = ib.plan_build(load_profile("lumi"), output=tmp_path / "l.sif")
-    post = next(b for n, b in ib.sections(plan.definition) if n == "post")
+    plan = image_plan.plan_build(load_profile("lumi"), output=tmp_path / "l.sif")
+    post = next(b for n, b in deffile.sections(plan.definition) if n == "post")
     start = post.index("    cd /opt/aws-ofi-rccl/lib")
     step = post[start:post.index("    # The build-only libfabric", start)]
     lib = tmp_path / "lib"
@@ -327,35 +328,35 @@ def test_rocm_post_gives_rccl_its_plugin_name(installed: list[str], expect: str 
 
 def test_hash_is_stable_and_follows_build_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     loaded = load_profile(str(TESTCLUSTER), is_path=True)
-    a = ib.plan_build(loaded, output=tmp_path / "t.sif", pid=1)
-    b = ib.plan_build(loaded, output=tmp_path / "t.sif", pid=2)
+    a = image_plan.plan_build(loaded, output=tmp_path / "t.sif", pid=1)
+    b = image_plan.plan_build(loaded, output=tmp_path / "t.sif", pid=2)
     assert a.definition_sha256 == b.definition_sha256 and a.definition == b.definition
-    c = ib.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"TORCH_WHEEL": "torch-other.whl"})
+    c = image_plan.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"TORCH_WHEEL": "torch-other.whl"})
     assert c.definition_sha256 != a.definition_sha256
-    assert c.labels[ib.LABEL_HASH] == c.definition_sha256 and c.definition_sha256 in c.definition
+    assert c.labels[image_labels.LABEL_HASH] == c.definition_sha256 and c.definition_sha256 in c.definition
     assert "--build-arg" in c.argv and "TORCH_WHEEL=torch-other.whl" in c.argv
     # A default overridden with its own value is the same image.
-    d = ib.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"DEBIAN_SUITE": "bookworm"})
+    d = image_plan.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"DEBIAN_SUITE": "bookworm"})
     assert d.definition_sha256 == a.definition_sha256
-    e = ib.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"DEBIAN_SUITE": "trixie"})
+    e = image_plan.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"DEBIAN_SUITE": "trixie"})
     assert e.definition_sha256 != a.definition_sha256
     # A new fabrikit version alone does not invalidate images (it is a label, not an input).
-    monkeypatch.setattr(ib, "__version__", "99.0")
-    f = ib.plan_build(loaded, output=tmp_path / "t.sif")
+    monkeypatch.setattr(image_plan, "__version__", "99.0")
+    f = image_plan.plan_build(loaded, output=tmp_path / "t.sif")
     assert f.definition_sha256 == a.definition_sha256 and "org.fabrikit.version 99.0" in f.definition
 
 
 def test_build_arg_values_with_commas_are_csv_quoted(tmp_path: Path):
     loaded = load_profile(str(TESTCLUSTER), is_path=True)
-    plan = ib.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"DEBIAN_MIRROR": "http://x/a,b"})
+    plan = image_plan.plan_build(loaded, output=tmp_path / "t.sif", cli_args={"DEBIAN_MIRROR": "http://x/a,b"})
     assert '"DEBIAN_MIRROR=http://x/a,b"' in plan.argv
 
 
 def test_apptainer_reference_rules():
     text = "a {{ X }} b {{Y}}\n    # skipped {{ Z }}\necho \"#!{{ W }}\"\n"
-    assert ib.arg_references(text) == ["X", "Y", "W"]
-    assert ib.substitute_args(text, {"X": "1", "Y": "2", "W": "3"}) == "a 1 b 2\n    # skipped {{ Z }}\necho \"#!3\"\n"
-    assert ib.parse_arguments("%arguments\n    A=1\n    B = two words\n    # C=3\n%post\n  D=4\n") == \
+    assert deffile.arg_references(text) == ["X", "Y", "W"]
+    assert deffile.substitute_args(text, {"X": "1", "Y": "2", "W": "3"}) == "a 1 b 2\n    # skipped {{ Z }}\necho \"#!3\"\n"
+    assert deffile.parse_arguments("%arguments\n    A=1\n    B = two words\n    # C=3\n%post\n  D=4\n") == \
         {"A": "1", "B": "two words"}
 
 
@@ -456,7 +457,7 @@ def test_unwritable_output_directory(tmp_path: Path, fake_path: Path):
 
 
 def test_architecture_mismatch_offers_submit(tmp_path: Path, fake_path: Path):
-    other = "aarch64" if ib._host_arch(os.uname().machine) == "x86_64" else "x86_64"
+    other = "aarch64" if image_plan.host_arch(os.uname().machine) == "x86_64" else "x86_64"
     result = run_cli(["--profile", str(_profile(tmp_path, arch=other))])
     assert result.exit_code == 2
     line = _one_error_line(result.stderr)
@@ -494,7 +495,7 @@ def test_build_then_cache_hit_then_changed_arg(tmp_path: Path, fake_path: Path, 
     assert "built " in first.stdout
     assert _listing(out) == ["mini.sif", "mini.sif.build.log", "mini.sif.def"]
     labels = json.loads((out / "mini.sif").read_text())
-    assert labels[ib.LABEL_SITE] == "mini" and len(labels[ib.LABEL_HASH]) == 64
+    assert labels[image_labels.LABEL_SITE] == "mini" and len(labels[image_labels.LABEL_HASH]) == 64
     log = (out / "mini.sif.build.log").read_text()
     assert "# command: apptainer build" in log and "INFO:    Build complete" in log
     # Progress (not a TTY here): section lines on stderr, not every line.
@@ -594,7 +595,7 @@ def test_ctrl_c_removes_the_temporary_image(tmp_path: Path, fake_bin: Path, inhe
 
 
 def test_submit_writes_a_batch_script(tmp_path: Path, fake_path: Path):
-    other = "aarch64" if ib._host_arch(os.uname().machine) == "x86_64" else "x86_64"
+    other = "aarch64" if image_plan.host_arch(os.uname().machine) == "x86_64" else "x86_64"
     profile = _profile(tmp_path, arch=other)
     profile.write_text(profile.read_text() + "scheduler:\n  partition: debug\n  cpus_per_task: 16\n")
     result = run_cli(["--profile", str(profile), "--submit"])
@@ -622,7 +623,7 @@ def test_progress_sections_and_steps():
     import io
 
     buf = io.StringIO()
-    p = ib.Progress(buf, tty=True, agent="debootstrap")
+    p = image_build.Progress(buf, tty=True, agent="debootstrap")
     for line in ["INFO:    Starting build...", "I: Retrieving InRelease", "INFO:    Running post scriptlet",
                  "+ apt-get update", "++ nested", "Get:1 http://deb.debian.org bookworm InRelease",
                  "FATAL:   While performing build: exit status 100"]:

@@ -91,3 +91,18 @@ def test_allreduce_benchmark_reports_busbw_and_no_wrong_elements(cluster, tmp_pa
     assert summary.group(1) == "4" and float(summary.group(2)) > 0 and summary.group(3) == "0"
     results = json.loads((tmp_path / "run" / "allreduce.json").read_text())
     assert results, "allreduce.json written into the run directory"
+
+
+def test_the_job_step_asks_for_the_jobs_cpus(cluster, tmp_path: Path) -> None:
+    """scheduler.cpus_per_task is passed to the job step too (srun >= 22.05 does not inherit it
+    from sbatch): the real srun inside the real allocation accepts it and every rank runs.
+    (The test cluster binds no CPUs, task/none, so the binding itself is not observable here.)"""
+    profile = profile_variant(tmp_path, "cpus", scheduler={"cpus_per_task": 2})
+    job = finish(cluster, submit(cluster, tmp_path / "run", 2, ["env_probe.py"], profile=profile))
+    assert job.state == "COMPLETED", job.out[-4000:]
+    step = next(line for line in (tmp_path / "run" / "job.sbatch").read_text().splitlines()
+                if line.startswith('srun --nodes="$SLURM_JOB_NUM_NODES"'))
+    assert "--cpus-per-task=2" in step
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "run" / "probe").glob("rank-*.json"))]
+    assert len(records) == 4 and all(r["allreduce_ok"] for r in records), records
+    assert {r["env"].get("SLURM_CPUS_PER_TASK") for r in records} == {"2"}

@@ -183,3 +183,20 @@ def test_rocm_gpu_check_uses_rocm_smi_double(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("PATH", str(bin_dir))
     check = rocm_gpu_check(8, dev=dev)
     assert check.status is Status.PASS and "rocm-smi --showid" in check.detail, check
+
+
+def test_a_silent_fallback_to_sockets_is_warned(tmp_path: Path) -> None:
+    """A Slingshot profile without NCCL_NET (NCCL would fall back to TCP instead of failing),
+    and one that does not check the transport, are warnings; the preset's settings pass."""
+    def fabric(extra: dict) -> dict:
+        data = {"description": "fabric check", "fabric": {"kind": "slingshot"}, "container": {"runtime": "none"},
+                **extra}
+        path = tmp_path / "f.yaml"
+        path.write_text(yaml.safe_dump(data))
+        rc, report = doctor(path)
+        return next(c for c in report["checks"] if c["name"] == "fabric")
+
+    assert fabric({})["status"] == "warn" and "NCCL_NET" in fabric({})["fix"]
+    unchecked = fabric({"env": {"NCCL_NET": "AWS Libfabric"}, "fabric": {"kind": "slingshot", "check_transport": False}})
+    assert unchecked["status"] == "warn" and "check_transport" in unchecked["fix"]
+    assert fabric({"env": {"NCCL_NET": "AWS Libfabric"}})["status"] == "pass"

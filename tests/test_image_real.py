@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import image_build as ib
+from runner import image_labels, image_plan
 from runner.profile_loader import load_profile
 from tests.helpers import ROOT
 
@@ -43,14 +43,14 @@ def test_labels(test_image: Path, apptainer_bin: str):
     result = subprocess.run([apptainer_bin, "inspect", "--json", "--labels", str(test_image)],
                             capture_output=True, text=True, check=True, timeout=60)
     labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
-    plan = ib.plan_build(load_profile(str(TESTCLUSTER), is_path=True))
-    assert labels[ib.LABEL_HASH] == plan.definition_sha256
-    assert labels[ib.LABEL_SITE] == "testcluster"
-    assert labels[ib.LABEL_FLAVOUR] == "test"
-    assert labels[ib.LABEL_TEMPLATE] == "test.def"
-    assert json.loads(labels[ib.LABEL_BUILD_ARGS])["TORCH_WHEEL"].startswith("torch-")
-    assert re.fullmatch(r"\d+\.\d+", labels[ib.LABEL_GLIBC]), labels[ib.LABEL_GLIBC]  # from %post
-    assert labels[ib.LABEL_VERSION]
+    plan = image_plan.plan_build(load_profile(str(TESTCLUSTER), is_path=True))
+    assert labels[image_labels.LABEL_HASH] == plan.definition_sha256
+    assert labels[image_labels.LABEL_SITE] == "testcluster"
+    assert labels[image_labels.LABEL_FLAVOUR] == "test"
+    assert labels[image_labels.LABEL_TEMPLATE] == "test.def"
+    assert json.loads(labels[image_labels.LABEL_BUILD_ARGS])["TORCH_WHEEL"].startswith("torch-")
+    assert re.fullmatch(r"\d+\.\d+", labels[image_labels.LABEL_GLIBC]), labels[image_labels.LABEL_GLIBC]  # from %post
+    assert labels[image_labels.LABEL_VERSION]
     # The definition next to the image is the one that was built.
     assert Path(f"{test_image}.def").read_text() == plan.definition
 
@@ -118,7 +118,7 @@ def _stub(definition: str, base: Path) -> str:
 def test_gpu_flavour_definitions_parse_in_apptainer(site: str, tiny_sif: Path, apptainer_bin: str,
                                                     tmp_path: Path):
     """NGC images cannot be pulled here; check what Apptainer makes of the rendered file."""
-    plan = ib.plan_build(load_profile(site), output=tmp_path / f"{site}.sif")
+    plan = image_plan.plan_build(load_profile(site), output=tmp_path / f"{site}.sif")
     deffile = tmp_path / f"{site}.def"
     deffile.write_text(_stub(plan.definition, tiny_sif))
     image = tmp_path / f"{site}-stub.sif"
@@ -129,8 +129,8 @@ def test_gpu_flavour_definitions_parse_in_apptainer(site: str, tiny_sif: Path, a
     labels = json.loads(subprocess.run([apptainer_bin, "inspect", "--json", "--labels", str(image)],
                                        capture_output=True, text=True, check=True).stdout)
     labels = labels["data"]["attributes"]["labels"]
-    assert labels[ib.LABEL_HASH] == plan.definition_sha256
-    assert json.loads(labels[ib.LABEL_BUILD_ARGS]) == plan.effective_args
+    assert labels[image_labels.LABEL_HASH] == plan.definition_sha256
+    assert json.loads(labels[image_labels.LABEL_BUILD_ARGS]) == plan.effective_args
     if site == "olivia":
         env = subprocess.run([apptainer_bin, "exec", str(image), "sh", "-c",
                               'echo "$LD_LIBRARY_PATH|${NCCL_NET_PLUGIN-unset}"'],

@@ -154,6 +154,16 @@ def test_single_node_slingshot_drops_nccl_net() -> None:
     assert "APPTAINERENV_NCCL_NET=" not in dry_run("--site", "olivia", "--nodes", "1")
 
 
+def test_the_job_step_asks_for_the_jobs_cpus() -> None:
+    """Slurm >= 22.05: srun does not inherit sbatch's --cpus-per-task, so the launch step asks
+    again, or torchrun and its workers share one CPU. No cpus_per_task: srun's default."""
+    step = next(line for line in dry_run("--site", "olivia", "--nodes", "2").splitlines()
+                if line.startswith('srun --nodes="$SLURM_JOB_NUM_NODES"'))
+    assert "--ntasks-per-node=1 --cpus-per-task=72 " in step
+    raven = dry_run("--site", "raven", "--nodes", "2")
+    assert "--cpus-per-task" not in raven.replace("#SBATCH --cpus-per-task", "")
+
+
 def test_flags_override_profile() -> None:
     script = dry_run("--site", "olivia", "--nodes", "8", "--partition", "accel-long", "--account", "nn1234k",
                      "--time", "2-00:00:00", "--job-name", "resnet.run-1", "--gpus-per-node", "2")
@@ -213,6 +223,38 @@ def test_bad_flags_are_one_line_errors(case: str) -> None:
     args, fragment = BAD_FLAGS[case]
     message = one_line_error(cli("--dry-run", *args))
     assert message.startswith("run-multinode: error:") and fragment in message, message
+
+
+def test_without_sbatch_nothing_is_written(tmp_path: Path) -> None:
+    """A machine without Slurm: one line, exit 2, and no run directory (not even runs/),
+    with the default run directory and with --run-dir alike."""
+    no_slurm = tmp_path / "bin"
+    no_slurm.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    result = cli("--site", "olivia", "--nodes", "2", env={"PATH": str(no_slurm)}, cwd=work)
+    assert "sbatch not found" in one_line_error(result)
+    named = cli("--site", "olivia", "--nodes", "2", "--run-dir", str(work / "deep" / "run"),
+                env={"PATH": str(no_slurm)}, cwd=work)
+    assert "sbatch not found" in one_line_error(named)
+    assert list(work.iterdir()) == []
+
+
+def test_a_run_directory_is_not_reused_without_resume(tmp_path: Path) -> None:
+    """The run directory's preflight: a directory that holds a run is refused before anything
+    is written (sbatch is a double here: it must not even be called)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    double = bin_dir / "sbatch"
+    double.write_text("#!/bin/sh\necho called >> \"$0.calls\"\necho 1\n")
+    double.chmod(0o755)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "launch.json").write_text('{"site": "olivia", "nodes": 2}')
+    before = sorted(p.name for p in run_dir.iterdir())
+    result = cli("--site", "olivia", "--nodes", "2", "--run-dir", str(run_dir), env={"PATH": str(bin_dir)})
+    assert "already holds a run" in one_line_error(result)
+    assert sorted(p.name for p in run_dir.iterdir()) == before and not (bin_dir / "sbatch.calls").exists()
 
 
 def test_local_dry_run_prints_agent_commands() -> None:
