@@ -15,7 +15,8 @@ Design:
 - One pass, linear time, bounded memory: a stream is read in blocks and each block is
   scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
   skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
-  is counted. `feed()` (one line) applies the same passes to its line, so line-by-line and
+  is counted. A pass runs only on blocks that hold a byte all its matches need (`_GATES`),
+  and a run of one process's channel lines is counted in one step (`_channel_run`). `feed()` (one line) applies the same passes to its line, so line-by-line and
   block reads give the same answer. Lines are cut at
   MAX_LINE_CHARS, processes capped at MAX_PROCESSES, every per-process list is capped, and a
   stream that turns out to be binary (`/dev/zero`) is stopped after a few MiB.
@@ -180,8 +181,8 @@ _PASS_PATTERNS = (
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # A byte that every match of a pass contains: a block without it skips that pass. Looking
-# for one byte is memchr, ~10x cheaper than a pass, and the bulk of a long job's log
-# (collective calls, training output) has no `T`, `>` or `_`.
+# for one byte is memchr, ~10x cheaper than a pass, and the lines that make a long job's log
+# big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
 _GATES = (None, b"T", b">", None, None, b"_")
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
