@@ -1246,17 +1246,29 @@ class LogAnalyser:
                     binary_run = 0
             else:
                 binary_run = 0
+            lo = 0  # where this block's unread text starts
             if skipping:
-                nl = block.find(b"\n")
-                if nl < 0:
+                lo = block.find(b"\n") + 1
+                if lo == 0:
                     continue
-                block, skipping = block[nl + 1:], False
+                skipping = False
             cut = block.rfind(b"\n")
-            if cut < 0:
-                carry += block
+            if cut < lo:
+                carry += block[lo:] if lo else block
             else:
-                self._text_block(carry + block[:cut + 1] if carry else block[:cut + 1], src,
-                                 stats)
+                # The line that the last block began ends here: read it alone, then the
+                # block's whole lines in place (a slice or a join would copy the block).
+                if carry and (b"\x1b" in carry or block.find(b"\x1b", lo, cut) >= 0):
+                    # colour codes: remove them from the text as one (an OSC sequence can
+                    # span lines), as before
+                    self._text_block(carry + block[lo:cut + 1], src, stats)
+                    lo = cut + 1
+                elif carry:
+                    first = block.find(b"\n", lo)
+                    self._text_block(carry + block[lo:first + 1], src, stats)
+                    lo = first + 1
+                if lo <= cut:
+                    self._text_block(block, src, stats, lo, cut + 1)
                 carry = block[cut + 1:]
             if len(carry) > limit:
                 self._text_block(carry[:limit], src, stats)  # one line, cut
@@ -1265,16 +1277,21 @@ class LogAnalyser:
             self._text_block(carry, src, stats)
         return stats
 
-    def _text_block(self, data: bytes, src: str, stats: StreamStats) -> None:
-        """Scan whole lines (a last one may lack its newline), control bytes removed."""
-        if not stats.text and data.strip():
+    def _text_block(self, data: bytes, src: str, stats: StreamStats, lo: int = 0,
+                    hi: int | None = None) -> None:
+        """Scan the whole lines of `data[lo:hi]` (a last one may lack its newline), control
+        bytes removed."""
+        if hi is None:
+            hi = len(data)
+        if not stats.text and data[lo:hi].strip():
             stats.text = True
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        lines = data.count(b"\n", lo, hi) + (0 if data[hi - 1:hi] == b"\n" else 1)
         stats.lines += lines
         self._lines += lines
-        if b"\x1b" in data:
-            data = _ANSI_BYTES.sub(b"", data).replace(b"\x1b", b"")  # and a stray ESC
-        self._scan(data, src)
+        if data.find(b"\x1b", lo, hi) >= 0:
+            data = _ANSI_BYTES.sub(b"", data[lo:hi]).replace(b"\x1b", b"")  # and a stray ESC
+            lo, hi = 0, len(data)
+        self._scan(data, src, lo, hi)
 
     def _source_name(self, source: str | None) -> str:
         src = source or self.source
@@ -1283,33 +1300,33 @@ class LogAnalyser:
                 self._sources.append(src)
         return src
 
-    def _scan(self, data: bytes, src: str) -> None:
-        """Parse the lines of `data` that a trigger pass finds (decoding only those);
-        the rest is skipped at the regex engine's speed."""
+    def _scan(self, data: bytes, src: str, lo: int, hi: int) -> None:
+        """Parse the lines of `data[lo:hi]` (whole lines) that a trigger pass finds, decoding
+        only those; the rest is skipped at the regex engine's speed."""
         hits: list[int] = []
         for rx, gate, bare in _SCAN:
-            if gate is not None and data.find(gate) < 0:
+            if gate is not None and data.find(gate, lo, hi) < 0:
                 continue  # no match possible in this block
             if bare:
-                hits += [m.start() + 1 for m in rx.finditer(data)]
+                hits += [m.start() + 1 for m in rx.finditer(data, lo, hi)]
             else:
-                hits += [m.start() for m in rx.finditer(data)]
-        if _FIRST_LINE.match(data):
-            hits.append(0)
+                hits += [m.start() for m in rx.finditer(data, lo, hi)]
+        if _FIRST_LINE.match(data, lo, hi):
+            hits.append(lo)
         if not hits:
             return
         hits.sort()
         prefixes = self._prefixes.get(src)
         if prefixes is None:
             prefixes = self._prefixes[src] = {}
-        rfind, find, n = data.rfind, data.find, len(data)
+        rfind, find = data.rfind, data.find
         end = -1
         for p in hits:
             if p <= end:
                 continue  # another hit on the line just parsed
-            e = find(b"\n", p)
+            e = find(b"\n", p, hi)
             if e < 0:
-                e = n
+                e = hi
             start = rfind(b"\n", 0, p) + 1
             text = data[start:e].decode("utf-8", "replace")
             end = e
@@ -1332,12 +1349,12 @@ class LogAnalyser:
                 continue
             msg = text[j + 1:]
             proc.take(text[i + 6:j], msg)
-            if j == i + 10 and e < n and msg.startswith(("Channel", "Ring")) \
+            if j == i + 10 and e < hi and msg.startswith(("Channel", "Ring")) \
                     and text[i + 6:j] == "INFO":
-                end = self._channel_run(data, start, e, text, i, msg, proc)
+                end = self._channel_run(data, start, e, hi, text, i, msg, proc)
 
-    def _channel_run(self, data: bytes, start: int, e: int, text: str, i: int, msg: str,
-                     proc: "_Proc") -> int:
+    def _channel_run(self, data: bytes, start: int, e: int, hi: int, text: str, i: int,
+                     msg: str, proc: "_Proc") -> int:
         """After a channel line (`text`, `data[start:e]`) that the prefix cache took: take
         the lines right after it that repeat its prefix and network in one step (a big
         job's init is mostly such runs). Returns where the run ends (`e` if none).
@@ -1355,9 +1372,9 @@ class LogAnalyser:
         if slash < 0 or msg[at:slash] not in proc.via_nets:
             return e
         head = data[start:start + i + 11]  # the prefix and " NCCL INFO "
-        if not data.startswith(head, e + 1):
+        if not data.startswith(head, e + 1, hi):
             return e  # the next line is another process's (interleaved ranks)
-        m = _CHANNEL_RUN.match(data, start)
+        m = _CHANNEL_RUN.match(data, start, hi)
         if m is None or m.group("pre") != text[:i].encode() \
                 or m.group("net") != msg[at:slash].encode():
             return e
@@ -1813,11 +1830,24 @@ class _Judge:
             return f"NCCL_PROTO={env['NCCL_PROTO']} (job environment)"
         if _rdzv_guarded(env):
             return "FI_CXI_RDZV_*=0 (job environment)"
-        for p in sorted((p for p in self.all_procs if p.env), key=lambda p: (p.host, p.pid or -1)):
-            if proto_excludes_ll128(p.env.get("NCCL_PROTO")):
-                return f"NCCL_PROTO={p.env['NCCL_PROTO']} (log)"
-            if _rdzv_guarded(p.env):
-                return "FI_CXI_RDZV_*=0 (log)"
+        told = [p for p in self.all_procs if p.env]
+        if told:
+            def order(p: _Proc) -> tuple[str, int]:
+                return p.host, p.pid or -1
+
+            def guard(p: _Proc) -> str | None:
+                if proto_excludes_ll128(p.env.get("NCCL_PROTO")):
+                    return f"NCCL_PROTO={p.env['NCCL_PROTO']} (log)"
+                return "FI_CXI_RDZV_*=0 (log)" if _rdzv_guarded(p.env) else None
+
+            # the first process in that order usually says it (all ranks echo the same)
+            said = guard(min(told, key=order))
+            for p in () if said else sorted(told, key=order):
+                said = guard(p)
+                if said:
+                    break
+            if said:
+                return said
         log_env = {k: max(v) for k, v in self.a._log_env.items() if v}
         for value in sorted(self.a._log_env.get("NCCL_PROTO", ())):
             if proto_excludes_ll128(value):
