@@ -16,10 +16,11 @@ Design:
   scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
   skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
   is counted. A pass runs only on blocks that hold a byte all its matches need (`_GATES`),
-  and a run of one process's channel lines is counted in one step (`_channel_run`). `feed()` (one line) applies the same passes to its line, so line-by-line and
-  block reads give the same answer. Lines are cut at
-  MAX_LINE_CHARS, processes capped at MAX_PROCESSES, every per-process list is capped, and a
-  stream that turns out to be binary (`/dev/zero`) is stopped after a few MiB.
+  and a run of one process's channel lines is counted in one step (`_channel_run`).
+  `feed()` (one line) applies the same passes to its line, so line-by-line and block reads
+  give the same answer. Lines are cut at MAX_LINE_CHARS, processes capped at MAX_PROCESSES,
+  every per-process list is capped, and a stream that turns out to be binary (`/dev/zero`)
+  is stopped after a few MiB.
 - Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
   redacted, `<cluster_name>`, or empty) and mapped to a global rank by `comm 0x... rank N
   nranks M` lines (the communicator with the most ranks wins). Outer prefixes written by
