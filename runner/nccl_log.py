@@ -638,11 +638,16 @@ def _ranks_json(ranks: Iterable[RankReport]) -> list[str]:
     for r in ranks:
         d = r.__dict__
         key = tuple([d[f] for f in _RANK_TAIL])
-        tail = tails.get(key)
+        try:
+            tail = tails.get(key)
+        except TypeError:  # a RankReport built by hand with a list in it
+            key, tail = None, None
         if tail is None:
             full = json.dumps(r.to_dict())
             # keys are unescaped, string values escape their quotes: the first match is it
-            tail = tails[key] = full[full.index(', "transport": '):]
+            tail = full[full.index(', "transport": '):]
+            if key is not None:
+                tails[key] = tail
         out.append('{"rank": %s, "nranks": %s, "host": %s, "pid": %s, "cuda_dev": %s%s' % (
             _json_int(r.rank), _json_int(r.nranks), _encode_str(r.host), _json_int(r.pid),
             _json_int(r.cuda_dev), tail))
