@@ -17,8 +17,9 @@ Three logs, written to a temporary directory, measured side by side in one run:
    line read, in CPU seconds (what the work costs: on a shared machine a process's wall
    time also counts the time it waits for a core) and in wall seconds. Target: about 1 for
    the long job; the dense log shows the cost per parsed line.
-3. Peak memory (max RSS) of a fresh process analysing each 200 MB log, beside that of a
-   process that only imports the analyser: the analysis must not grow with the log.
+3. Peak memory (VmHWM) of a fresh process analysing each 200 MB log, beside that of a
+   process that only imports the analyser: it must not grow with the log's size, only with
+   its number of processes (each one's state is capped, and so is their number).
 
 Usage: python3 benchmarks/check_log_scaling.py [--runs 3] [--megabytes 200] [--keep DIR]
 """

@@ -183,8 +183,8 @@ _PASS_PATTERNS = (
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # A byte that every match of a pass contains: a block without it skips that pass. Looking
-# for one byte is memchr, ~10x cheaper than a pass, and the lines that make a long job's log
-# big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
+# for one byte is memchr, several times cheaper than a pass, and the lines that make a long
+# job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
 _GATES = (None, b"T", b">", None, None, b"_")
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
