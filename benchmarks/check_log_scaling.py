@@ -1,17 +1,25 @@
 """How `fabrikit check-log` scales with the number of hosts and with log size.
 
-Two logs, written to a temporary directory, measured side by side in one run:
+Three logs, written to a temporary directory, measured side by side in one run:
 
 1. 16,384 hosts x 1 process (one line each, all with the same pid, as containers give):
-   wall time of `fabrikit check-log --json` as a subprocess (what a user runs) and of the
-   analysis in-process. Target: under 1 s.
+   `fabrikit check-log --json` as a fresh process (what a user runs; its wall and CPU
+   seconds) and the analysis in-process (`check_files(...).to_json()`). Target: under 1 s.
 2. Two ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
    NCCL_DEBUG_SUBSYS=COLL prints them, and training lines) and a dense one (the init of tens
    of thousands of ranks on 8-GPU nodes, OFI/cxi, every channel line: a third of its lines
-   must be parsed). For each, the in-process analysis (`check_files`) against the time to
-   just read the file line by line in Python, interleaved over --runs rounds; the median
-   ratio is printed (target: about 1 where few lines matter; the dense log shows the cost
-   per parsed line).
+   must be parsed). Each is analysed in-process and compared with "the time of reading it":
+   `for line in f` over the file opened in binary mode (Python's own buffered line
+   splitting, the cheapest way a Python program can see every line). Two more floors are
+   printed for scale: reading the file in 1 MiB blocks (no line splitting at all) and
+   reading its lines as text (`open(path, errors="replace")`: decoded, as most log readers
+   do). All are interleaved over --runs rounds; medians are printed, and the ratios to the
+   line read, in CPU seconds (what the work costs: on a shared machine a process's wall
+   time also counts the time it waits for a core) and in wall seconds. Target: about 1 for
+   the long job; the dense log shows the cost per parsed line.
+3. Peak memory (VmHWM) of a fresh process analysing each 200 MB log, beside that of a
+   process that only imports the analyser: it must not grow with the log's size, only with
+   its number of processes (each one's state is capped, and so is their number).
 
 Usage: python3 benchmarks/check_log_scaling.py [--runs 3] [--megabytes 200] [--keep DIR]
 """
@@ -19,7 +27,9 @@ Usage: python3 benchmarks/check_log_scaling.py [--runs 3] [--megabytes 200] [--k
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -132,32 +142,77 @@ def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> i
     return nodes * gpn
 
 
-def read_lines(path: Path) -> float:
-    start = time.perf_counter()
-    with open(path, "rb") as f:
+class Timer:
+    """Wall and CPU seconds of one measured call (CPU: this process, or its children)."""
+
+    def __init__(self, children: bool = False) -> None:
+        self.children = children
+
+    def _cpu(self) -> float:
+        if self.children:
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return ru.ru_utime + ru.ru_stime
+        return time.process_time()
+
+    def __enter__(self) -> "Timer":
+        self.t0, self.c0 = time.perf_counter(), self._cpu()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.t0, self._cpu() - self.c0
+
+
+def read_lines(path: Path) -> Timer:
+    """The baseline: every line of the file as a Python object (binary, no decoding)."""
+    with Timer() as t, open(path, "rb") as f:
         for _ in f:
             pass
-    return time.perf_counter() - start
+    return t
 
 
-def analyse(path: Path, cpu: list[float] | None = None) -> float:
-    """Wall seconds of check-log's analysis in this process; its CPU seconds go to `cpu`
-    (on a loaded machine the wall time also counts waiting for a core)."""
+def read_blocks(path: Path) -> Timer:
+    with Timer() as t, open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    return t
+
+
+def read_text_lines(path: Path) -> Timer:
+    with Timer() as t, open(path, encoding="utf-8", errors="replace") as f:
+        for _ in f:
+            pass
+    return t
+
+
+def analyse(path: Path) -> Timer:
+    """check-log's analysis in this process, JSON included."""
     from runner.check_log_cmd import check_files
 
-    start, start_cpu = time.perf_counter(), time.process_time()
-    check_files([str(path)]).to_json()
-    if cpu is not None:
-        cpu.append(time.process_time() - start_cpu)
-    return time.perf_counter() - start
+    with Timer() as t:
+        check_files([str(path)]).to_json()
+    return t
 
 
-def cli(path: Path) -> float:
+def cli(path: Path) -> Timer:
     """`check-log --json` as a fresh process (`fabrikit check-log`'s own entry module)."""
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "runner.check_log_cmd", "--json", str(path)],
-                   stdout=subprocess.DEVNULL, check=False, cwd=ROOT)
-    return time.perf_counter() - start
+    with Timer(children=True) as t:
+        subprocess.run([sys.executable, "-m", "runner.check_log_cmd", "--json", str(path)],
+                       stdout=subprocess.DEVNULL, check=False, cwd=ROOT)
+    return t
+
+
+def peak_rss_mb(path: Path | None) -> float:
+    """Peak RSS (VmHWM) of a fresh process that analyses `path` (None: that only imports).
+    Not getrusage: Linux carries a parent's peak RSS into its forked child across exec."""
+    code = ("import sys\n"
+            "from runner.check_log_cmd import check_files\n"
+            "import runner.nccl_log\n"
+            "if sys.argv[1:]:\n"
+            "    check_files(sys.argv[1:]).to_json()\n"
+            "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n")
+    out = subprocess.run([sys.executable, "-c", code, *([str(path)] if path else [])],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    return int(out.split()[-1]) / 1024  # KiB
 
 
 def main() -> int:
@@ -169,35 +224,59 @@ def main() -> int:
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="check-log-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    # A fresh `check-log` process byte-compiles nothing when .pyc files are there (with
+    # PYTHONDONTWRITEBYTECODE set, as on these machines, an editable checkout would compile
+    # every runner module on every start; a regular pip install ships them compiled).
+    compileall.compile_dir(str(ROOT / "runner"), quiet=1)
     try:
         small = work / "hosts-16384.log"
-        hosts_log(small)
         dense = work / f"dense-{args.megabytes}mb.log"
-        nodes, ranks = big_log(dense, args.megabytes)
         long = work / f"long-{args.megabytes}mb.log"
-        long_ranks = long_job_log(long, args.megabytes)
-        cli(small), read_lines(dense), read_lines(long)  # warm page cache and imports
-        t_cli, t_small, c_small = [], [], []
-        t_read = {dense: [], long: []}
-        t_ana = {dense: [], long: []}
+        sizes = work / f"dense-{args.megabytes}mb.txt"  # its nodes and ranks
+        if not (small.exists() and long.exists() and sizes.exists()):  # --keep: reuse
+            hosts_log(small)
+            long_job_log(long, args.megabytes)
+            sizes.write_text("%d %d\n" % big_log(dense, args.megabytes))
+        nodes, ranks = (int(x) for x in sizes.read_text().split())
+        floors = (("read lines", read_lines), ("read blocks", read_blocks),
+                  ("read text lines", read_text_lines), ("check-log", analyse))
+        cli(small), analyse(small), read_lines(dense), read_lines(long)  # warm caches, imports
+        t_cli, t_small = [], []
+        t_big: dict[Path, dict[str, list[Timer]]] = {b: {k: [] for k, _ in floors}
+                                                     for b in (long, dense)}
         for _ in range(args.runs):
             t_cli.append(cli(small))
-            t_small.append(analyse(small, c_small))
+            t_small.append(analyse(small))
             for big in (long, dense):
-                t_read[big].append(read_lines(big))
-                t_ana[big].append(analyse(big))
+                for name, fn in floors:
+                    t_big[big][name].append(fn(big))
         med = statistics.median
-        print(f"16,384 hosts x 1 process ({os.path.getsize(small) / 1e6:.1f} MB, one shared pid): "
-              f"check-log --json {med(t_cli):.2f} s as a subprocess, analysis {med(t_small):.2f} s "
-              f"in-process ({med(c_small):.2f} s CPU) (median of {args.runs}; target < 1 s)")
-        for big, what in ((long, f"long job: {long_ranks} ranks' init, then collective and "
-                                 "training lines"),
+
+        def m(ts: list[Timer], what: str) -> float:
+            return med(getattr(t, what) for t in ts)
+
+        print(f"16,384 hosts x 1 process ({os.path.getsize(small) / 1e6:.1f} MB, one shared pid), "
+              f"median of {args.runs} (target < 1 s):")
+        print(f"  check-log --json, fresh process: {m(t_cli, 'cpu'):.2f} s CPU, "
+              f"{m(t_cli, 'wall'):.2f} s wall")
+        print(f"  analysis + JSON, in-process:     {m(t_small, 'cpu'):.2f} s CPU, "
+              f"{m(t_small, 'wall'):.2f} s wall")
+        for big, what in ((long, "long job: 64 ranks' init, then collective and training lines"),
                           (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes")):
             size = os.path.getsize(big) / 1e6
-            ratios = [a / r for a, r in zip(t_ana[big], t_read[big])]
-            print(f"{size:.0f} MB log ({what}): read lines {med(t_read[big]):.2f} s, check-log "
-                  f"analysis {med(t_ana[big]):.2f} s ({size / med(t_ana[big]):.0f} MB/s), "
-                  f"ratio {med(ratios):.1f} (median of {args.runs} interleaved rounds)")
+            t = t_big[big]
+            print(f"{size:.0f} MB log ({what}), median of {args.runs} interleaved rounds:")
+            for name, _ in floors:
+                r_cpu = med(a.cpu / b.cpu for a, b in zip(t[name], t["read lines"]))
+                r_wall = med(a.wall / b.wall for a, b in zip(t[name], t["read lines"]))
+                print(f"  {name:16} {m(t[name], 'cpu'):6.2f} s CPU {m(t[name], 'wall'):6.2f} s wall"
+                      f"   ratio to read lines: {r_cpu:5.1f} CPU {r_wall:5.1f} wall"
+                      + (f"   ({size / m(t[name], 'cpu'):.0f} MB/s CPU)" if name == "check-log"
+                         else ""))
+        base = peak_rss_mb(None)
+        print(f"peak RSS: import only {base:.0f} MB; analysing the long log "
+              f"{peak_rss_mb(long):.0f} MB, the dense log {peak_rss_mb(dense):.0f} MB "
+              f"(the state of its {ranks:,} ranks)")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

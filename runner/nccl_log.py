@@ -15,10 +15,12 @@ Design:
 - One pass, linear time, bounded memory: a stream is read in blocks and each block is
   scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
   skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
-  is counted. `feed()` (one line) applies the same passes to its line, so line-by-line and
-  block reads give the same answer. Lines are cut at
-  MAX_LINE_CHARS, processes capped at MAX_PROCESSES, every per-process list is capped, and a
-  stream that turns out to be binary (`/dev/zero`) is stopped after a few MiB.
+  is counted. A pass runs only on blocks that hold a byte all its matches need (`_GATES`),
+  and a run of one process's channel lines is counted in one step (`_channel_run`).
+  `feed()` (one line) applies the same passes to its line, so line-by-line and block reads
+  give the same answer. Lines are cut at MAX_LINE_CHARS, processes capped at MAX_PROCESSES,
+  every per-process list is capped, and a stream that turns out to be binary (`/dev/zero`)
+  is stopped after a few MiB.
 - Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
   redacted, `<cluster_name>`, or empty) and mapped to a global rank by `comm 0x... rank N
   nranks M` lines (the communicator with the most ranks wins). Outer prefixes written by
@@ -50,12 +52,14 @@ that tell which transport is used", the aws-ofi-nccl section, "Real-world NCCL l
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import IO, Any, Iterable, Iterator, Mapping
+from functools import cached_property, wraps
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from runner.errors import UserError
 
@@ -144,28 +148,46 @@ _MAX_HOST = 255  # a host name longer than a DNS name is not one
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A run of channel lines of one process (see LogAnalyser._channel_run): the line just parsed,
+# then lines with the same prefix and network (greedy: those lines hold one " NCCL INFO " and
+# one " via NET/" each, which the caller checks).
+_CHANNEL_RUN = re.compile(
+    rb"(?P<pre>[^\n]*) NCCL INFO [^\n]* via NET/(?P<net>[^/\n]*)/[^\n]*\n"
+    rb"(?P<run>(?:(?P=pre) NCCL INFO (?:Channel|Ring)[^\n]* via NET/(?P=net)/[0-9][^\n]*\n)"
+    rb"{1,256})")
+_CTRL_NO_NL = bytes(range(0, 10)) + bytes(range(11, 32)) + b"\x7f"  # not printable ASCII
+_LONG_LINE = re.compile(rb"[^\n]{%d}" % (MAX_LINE_CHARS + 1))
 _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + bytes(
     range(0x1c, 0x20)) + b"\x7f"  # ESC (0x1b) is text: colour codes
 
 # A line is parsed only if one of these passes finds something in it. Each pass starts with
 # a literal, so the regex engine skips to candidates at C speed (one alternation of all of
 # them is 50x slower: it tries every branch at every position). None can match a newline.
+# Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
 _OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
                r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
+# The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
+# this at once instead of entering the repeat, which halves the bare pass.
+_BARE_START = r"(?=[\[ |0-9A-Z]|nccl|comm 0x|rank )"
 _PASS_PATTERNS = (
     r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)" % _MSG_HEADS,  # NCCL's own lines
     r"via NET/",  # channel and ring lines that cross nodes
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+ -> -?\d",  # error chains
-    r"\n%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
+    r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
+# A byte that every match of a pass contains: a block without it skips that pass. Looking
+# for one byte is memchr, several times cheaper than a pass, and the lines that make a long
+# job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
+_GATES = (None, b"T", b">", None, None, b"_")
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
+_SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
 # The same test for one line (feed()): a line is parsed iff a pass above would find it.
 _LINE_PASSES = tuple(re.compile(p, re.ASCII).search for i, p in enumerate(_PASS_PATTERNS)
@@ -426,12 +448,12 @@ class RankReport:
     plugin_failed: str | None = None  # a net plugin that gave up, after which NCCL went on
     library: str | None = None  # "nccl" or "rccl" where this process printed its version
 
-    @property
+    @cached_property  # asked per rank by the summary and the JSON: computed once
     def label(self) -> str:
         """Short transport label: OFI/cxi, IB/mlx5_0:1,mlx5_1:1, Socket/hsn0, failed, none."""
         return self._label(self.transport)
 
-    @property
+    @cached_property
     def selected_label(self) -> str:
         """The label of what NCCL chose, also where no traffic crossed nodes."""
         return self._label(self.selected)
@@ -545,6 +567,9 @@ class LogVerdict:
         return {t.value: c[t.value] for t in Transport if c[t.value]}
 
     def to_dict(self) -> dict[str, Any]:
+        return self._dict([r.to_dict() for r in self.ranks])
+
+    def _dict(self, ranks: Any) -> dict[str, Any]:
         return {
             "source": self.source,
             "sources": list(self.sources),
@@ -563,7 +588,7 @@ class LogVerdict:
             "world_size": self.world_size,
             "transport_counts": self.transport_counts(),
             "ll128_guard": self.ll128_guard,
-            "ranks": [r.to_dict() for r in self.ranks],
+            "ranks": ranks,
             "warnings": [w.to_dict() for w in self.warnings],
             "verdict": self.verdict.value,
             "exit_code": self.exit_code,
@@ -581,18 +606,15 @@ class LogVerdict:
     def to_json(self, indent: int | None = 2) -> str:
         """The JSON document. With `indent`, each rank is one compact line (json's indenting
         encoder is pure Python, 5x slower on 16k ranks); beyond JSON_RANK_LINES ranks the
-        rank list is one compact array, written by json's C encoder in one call."""
-        d = self.to_dict()
-        if indent is None:
-            return json.dumps(d, sort_keys=False)
-        ranks = d["ranks"]
-        d["ranks"] = _RANKS_MARK
-        text = json.dumps(d, indent=indent, sort_keys=False)
-        pad = " " * indent
-        if len(ranks) > JSON_RANK_LINES:
-            body = json.dumps(ranks)
+        rank list is one compact array. Ranks are encoded by _ranks_json (as json.dumps
+        would, without building their dicts)."""
+        text = json.dumps(self._dict(_RANKS_MARK), indent=indent, sort_keys=False)
+        ranks = _ranks_json(self.ranks)
+        pad = " " * (indent or 0)
+        if indent is None or len(ranks) > JSON_RANK_LINES:
+            body = "[" + ", ".join(ranks) + "]"
         elif ranks:
-            body = "[\n" + ",\n".join(pad * 2 + json.dumps(r) for r in ranks) + "\n" + pad + "]"
+            body = "[\n" + ",\n".join(pad * 2 + r for r in ranks) + "\n" + pad + "]"
         else:
             body = "[]"
         return text.replace(json.dumps(_RANKS_MARK), body, 1)
@@ -600,6 +622,37 @@ class LogVerdict:
 
 _RANKS_MARK = "\u0000ranks\u0000"  # placeholder: cannot occur in a JSON-encoded log string
 JSON_RANK_LINES = 256  # up to this many ranks, --json writes one line per rank
+_RANK_HEAD = ("rank", "nranks", "host", "pid", "cuda_dev")  # what to_dict() puts first
+_RANK_TAIL = tuple(f.name for f in fields(RankReport) if f.name not in _RANK_HEAD)
+_encode_str = json.encoder.encode_basestring_ascii  # json.dumps(str) (the C one)
+
+
+def _json_int(v: int | None) -> str:
+    return "null" if v is None else str(int(v))
+
+
+def _ranks_json(ranks: Iterable[RankReport]) -> list[str]:
+    """`json.dumps(r.to_dict())` of each rank, 10x faster for big jobs: ranks differ in
+    rank, host, pid and device, and most share everything else, which is encoded once."""
+    tails: dict[tuple, str] = {}
+    out = []
+    for r in ranks:
+        d = r.__dict__
+        key = tuple([d[f] for f in _RANK_TAIL])
+        try:
+            tail = tails.get(key)
+        except TypeError:  # a RankReport built by hand with a list in it
+            key, tail = None, None
+        if tail is None:
+            full = json.dumps(r.to_dict())
+            # keys are unescaped, string values escape their quotes: the first match is it
+            tail = full[full.index(', "transport": '):]
+            if key is not None:
+                tails[key] = tail
+        out.append('{"rank": %s, "nranks": %s, "host": %s, "pid": %s, "cuda_dev": %s%s' % (
+            _json_int(r.rank), _json_int(r.nranks), _encode_str(r.host), _json_int(r.pid),
+            _json_int(r.cuda_dev), tail))
+    return out
 
 
 @dataclass
@@ -1099,6 +1152,28 @@ def _attempted_from_env(env: Mapping[str, str]) -> Transport | None:
 # The analyser
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _cycle_collector_paused(fn: _F) -> _F:
+    """Run `fn` with Python's cyclic garbage collector off (and back on after, if it was).
+    A big log leaves tens of thousands of processes and ranks alive, and the collector
+    would walk them again and again (10-20% of the time) to find none of them in a cycle:
+    the analysis frees what it drops by reference counting."""
+
+    @wraps(fn)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return paused  # type: ignore[return-value]
+
+
 def _coerce_fabric(fabric: Fabric | str | None) -> Fabric | None:
     if fabric is None or isinstance(fabric, Fabric):
         return fabric
@@ -1144,8 +1219,9 @@ class LogAnalyser:
         self._lf_providers: Counter[str] = Counter()
         self._log_env: dict[str, set[str]] = {}  # NCCL_*/FI_* settings a job script echoed
         self._binary_sources: list[str] = []
-        # (source, text before " NCCL ") -> its process: a prefix is parsed once
-        self._prefixes: dict[tuple[str, str], _Proc] = {}
+        # source -> text before " NCCL " -> its process: a prefix is parsed once
+        self._prefixes: dict[str, dict[str, _Proc]] = {}
+        self._n_prefixes = 0
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -1171,6 +1247,7 @@ class LogAnalyser:
             if _triggers(piece):
                 self._line(piece, src)
 
+    @_cycle_collector_paused
     def feed_stream(self, stream: IO[bytes], source: str | None = None,
                     block_bytes: int = BLOCK_BYTES) -> StreamStats:
         """A whole binary stream, read in blocks: linear time, memory bounded by the block
@@ -1199,17 +1276,29 @@ class LogAnalyser:
                     binary_run = 0
             else:
                 binary_run = 0
+            lo = 0  # where this block's unread text starts
             if skipping:
-                nl = block.find(b"\n")
-                if nl < 0:
+                lo = block.find(b"\n") + 1
+                if lo == 0:
                     continue
-                block, skipping = block[nl + 1:], False
+                skipping = False
             cut = block.rfind(b"\n")
-            if cut < 0:
-                carry += block
+            if cut < lo:
+                carry += block[lo:] if lo else block
             else:
-                self._text_block(carry + block[:cut + 1] if carry else block[:cut + 1], src,
-                                 stats)
+                # The line that the last block began ends here: read it alone, then the
+                # block's whole lines in place (a slice or a join would copy the block).
+                if carry and (b"\x1b" in carry or block.find(b"\x1b", lo, cut) >= 0):
+                    # colour codes: remove them from the text as one (an OSC sequence can
+                    # span lines), as before
+                    self._text_block(carry + block[lo:cut + 1], src, stats)
+                    lo = cut + 1
+                elif carry:
+                    first = block.find(b"\n", lo)
+                    self._text_block(carry + block[lo:first + 1], src, stats)
+                    lo = first + 1
+                if lo <= cut:
+                    self._text_block(block, src, stats, lo, cut + 1)
                 carry = block[cut + 1:]
             if len(carry) > limit:
                 self._text_block(carry[:limit], src, stats)  # one line, cut
@@ -1218,16 +1307,21 @@ class LogAnalyser:
             self._text_block(carry, src, stats)
         return stats
 
-    def _text_block(self, data: bytes, src: str, stats: StreamStats) -> None:
-        """Scan whole lines (a last one may lack its newline), control bytes removed."""
-        if not stats.text and data.strip():
+    def _text_block(self, data: bytes, src: str, stats: StreamStats, lo: int = 0,
+                    hi: int | None = None) -> None:
+        """Scan the whole lines of `data[lo:hi]` (a last one may lack its newline), control
+        bytes removed."""
+        if hi is None:
+            hi = len(data)
+        if not stats.text and data[lo:hi].strip():
             stats.text = True
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        lines = data.count(b"\n", lo, hi) + (0 if data[hi - 1:hi] == b"\n" else 1)
         stats.lines += lines
         self._lines += lines
-        if b"\x1b" in data:
-            data = _ANSI_BYTES.sub(b"", data).replace(b"\x1b", b"")  # and a stray ESC
-        self._scan(data, src)
+        if data.find(b"\x1b", lo, hi) >= 0:
+            data = _ANSI_BYTES.sub(b"", data[lo:hi]).replace(b"\x1b", b"")  # and a stray ESC
+            lo, hi = 0, len(data)
+        self._scan(data, src, lo, hi)
 
     def _source_name(self, source: str | None) -> str:
         src = source or self.source
@@ -1236,30 +1330,96 @@ class LogAnalyser:
                 self._sources.append(src)
         return src
 
-    def _scan(self, data: bytes, src: str) -> None:
-        """Parse the lines of `data` that a trigger pass finds (decoding only those);
-        the rest is skipped at the regex engine's speed."""
+    def _scan(self, data: bytes, src: str, lo: int, hi: int) -> None:
+        """Parse the lines of `data[lo:hi]` (whole lines) that a trigger pass finds, decoding
+        only those; the rest is skipped at the regex engine's speed."""
         hits: list[int] = []
-        for i, rx in enumerate(_PASSES):
-            if i == _BARE_PASS:
-                hits += [m.start() + 1 for m in rx.finditer(data)]
-                if _FIRST_LINE.match(data):
-                    hits.append(0)
+        for rx, gate, bare in _SCAN:
+            if gate is not None and data.find(gate, lo, hi) < 0:
+                continue  # no match possible in this block
+            if bare:
+                hits += [m.start() + 1 for m in rx.finditer(data, lo, hi)]
             else:
-                hits += [m.start() for m in rx.finditer(data)]
+                hits += [m.start() for m in rx.finditer(data, lo, hi)]
+        if _FIRST_LINE.match(data, lo, hi):
+            hits.append(lo)
         if not hits:
             return
         hits.sort()
-        rfind, find, n = data.rfind, data.find, len(data)
+        prefixes = self._prefixes.get(src)
+        if prefixes is None:
+            prefixes = self._prefixes[src] = {}
+        rfind, find = data.rfind, data.find
         end = -1
         for p in hits:
             if p <= end:
                 continue  # another hit on the line just parsed
-            e = find(b"\n", p)
+            e = find(b"\n", p, hi)
             if e < 0:
-                e = n
-            self._line(data[rfind(b"\n", 0, p) + 1:e].decode("utf-8", "replace"), src)
+                e = hi
+            start = rfind(b"\n", 0, p) + 1
+            text = data[start:e].decode("utf-8", "replace")
             end = e
+            if len(text) > MAX_LINE_CHARS or not text.isprintable():
+                self._line(text, src)
+                continue
+            # The usual line: a process seen before, with its prefix (as in _piece).
+            i = text.find(" NCCL ")
+            if i < 0:
+                self._piece(text, src)
+                continue
+            proc = prefixes.get(text[:i])
+            if proc is None or text.find("NCCL ", i + 6) >= 0 or "lib" in text or "=" in text:
+                self._piece(text, src)
+                continue
+            j = text.find(" ", i + 6)
+            self._nccl_lines += 1
+            if j < 0:
+                proc.take(text[i + 6:], "")
+                continue
+            msg = text[j + 1:]
+            proc.take(text[i + 6:j], msg)
+            if j == i + 10 and e < hi and msg.startswith(("Channel", "Ring")) \
+                    and text[i + 6:j] == "INFO":
+                end = self._channel_run(data, start, e, hi, text, i, msg, proc)
+
+    def _channel_run(self, data: bytes, start: int, e: int, hi: int, text: str, i: int,
+                     msg: str, proc: "_Proc") -> int:
+        """After a channel line (`text`, `data[start:e]`) that the prefix cache took: take
+        the lines right after it that repeat its prefix and network in one step (a big
+        job's init is mostly such runs). Returns where the run ends (`e` if none).
+
+        A run line is one that `_piece` would give to `proc` and `_take_channel` would
+        only count (the same network, already in `via_nets`): printable ASCII, no `lib`,
+        `=` or second `NCCL `, one ` via NET/` (the one read), no GDRDMA unless `proc`
+        already has it, at most MAX_LINE_CHARS. Anything else ends the run; that line is
+        then parsed alone, as before."""
+        at = msg.find(" via NET/")
+        if at <= 0:
+            return e
+        at += 9
+        slash = msg.find("/", at)
+        if slash < 0 or msg[at:slash] not in proc.via_nets:
+            return e
+        head = data[start:start + i + 11]  # the prefix and " NCCL INFO "
+        if not data.startswith(head, e + 1, hi):
+            return e  # the next line is another process's (interleaved ranks)
+        m = _CHANNEL_RUN.match(data, start, hi)
+        if m is None or m.group("pre") != text[:i].encode() \
+                or m.group("net") != msg[at:slash].encode():
+            return e
+        run = m.group("run")
+        k = run.count(b"\n")
+        if run.count(b" via NET/") != k or run.count(b"NCCL ") != k or b"lib" in run \
+                or b"=" in run or (not proc.gdrdma and b"GDRDMA" in run) or not run.isascii() \
+                or len(run.translate(None, _CTRL_NO_NL)) != len(run) \
+                or (len(run) > MAX_LINE_CHARS and _LONG_LINE.search(run)):
+            return e
+        proc.lines += k
+        proc.chan_seq = proc.lines
+        proc.net_channels += k
+        self._nccl_lines += k
+        return m.end() - 1
 
     def _line(self, line: str, src: str) -> None:
         if len(line) > MAX_LINE_CHARS:
@@ -1279,8 +1439,11 @@ class LogAnalyser:
     def _piece(self, text: str, src: str) -> None:
         # Most lines come from a process seen before, with its prefix: skip to its message.
         i = text.find(" NCCL ")
+        prefixes = self._prefixes.get(src)
+        if prefixes is None:
+            prefixes = self._prefixes[src] = {}
         if i >= 0:
-            proc = self._prefixes.get((src, text[:i]))
+            proc = prefixes.get(text[:i])
             if proc is not None and text.find("NCCL ", i + 6) < 0 and "lib" not in text \
                     and "=" not in text:
                 j = text.find(" ", i + 6)
@@ -1304,7 +1467,7 @@ class LogAnalyser:
         if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
             self._take_env_assign(text)
         if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
-            proc = self._prefixes.get((src, text[:i]))
+            proc = prefixes.get(text[:i])
             if proc is not None:
                 j = text.find(" ", i + 6)
                 level = text[i + 6:j] if j >= 0 else text[i + 6:]
@@ -1333,9 +1496,13 @@ class LogAnalyser:
                 proc.rank_hint = labels["rank"]
             if len(matches) == 1 and m.start("level") == i + 6 and m.end() == i + 7 + len(
                     m.group("level")):  # the next line with this prefix skips the parse
-                if len(self._prefixes) >= 4 * MAX_PROCESSES:
-                    self._prefixes.clear()
-                self._prefixes[(src, text[:i])] = proc
+                if self._n_prefixes >= 4 * MAX_PROCESSES:
+                    for cache in self._prefixes.values():
+                        cache.clear()
+                    self._n_prefixes = 0
+                if text[:i] not in prefixes:
+                    self._n_prefixes += 1
+                prefixes[text[:i]] = proc
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
             return
@@ -1429,6 +1596,7 @@ class LogAnalyser:
         return proc
 
     # -- output ---------------------------------------------------------------------------
+    @_cycle_collector_paused
     def result(self) -> LogVerdict:
         return _Judge(self).verdict()
 
@@ -1693,11 +1861,24 @@ class _Judge:
             return f"NCCL_PROTO={env['NCCL_PROTO']} (job environment)"
         if _rdzv_guarded(env):
             return "FI_CXI_RDZV_*=0 (job environment)"
-        for p in sorted((p for p in self.all_procs if p.env), key=lambda p: (p.host, p.pid or -1)):
-            if proto_excludes_ll128(p.env.get("NCCL_PROTO")):
-                return f"NCCL_PROTO={p.env['NCCL_PROTO']} (log)"
-            if _rdzv_guarded(p.env):
-                return "FI_CXI_RDZV_*=0 (log)"
+        told = [p for p in self.all_procs if p.env]
+        if told:
+            def order(p: _Proc) -> tuple[str, int]:
+                return p.host, p.pid or -1
+
+            def guard(p: _Proc) -> str | None:
+                if proto_excludes_ll128(p.env.get("NCCL_PROTO")):
+                    return f"NCCL_PROTO={p.env['NCCL_PROTO']} (log)"
+                return "FI_CXI_RDZV_*=0 (log)" if _rdzv_guarded(p.env) else None
+
+            # the first process in that order usually says it (all ranks echo the same)
+            said = guard(min(told, key=order))
+            for p in () if said else sorted(told, key=order):
+                said = guard(p)
+                if said:
+                    break
+            if said:
+                return said
         log_env = {k: max(v) for k, v in self.a._log_env.items() if v}
         for value in sorted(self.a._log_env.get("NCCL_PROTO", ())):
             if proto_excludes_ll128(value):

@@ -525,6 +525,75 @@ def test_line_by_line_and_block_reads_agree(case, block):
     assert a.result().to_dict() == b.result().to_dict()
 
 
+def _channel_run_log() -> bytes:
+    """Two ranks whose channel lines come in long runs (one process after the other, as one
+    file per rank or a big job's init prints them). Each run holds one line that must not
+    be counted with the run: GDRDMA appearing mid-run, a first ` via NET/` to another
+    network, a spliced second `NCCL INFO`, a libfabric line, a KEY=value setting, a CR, an
+    over-long line, a cut index, a two-space level, another thread, a Ring line, a tab,
+    non-ASCII text."""
+    streams = job(L.ib_rank, nodes=2, gpn=1, gdr=False)
+    out = []
+    for rank, stream in enumerate(streams):
+        host, pid = L.rank_host(rank, gpn=1), 40000 + 17 * rank  # as L.job names them
+        p = f"{host}:{pid}:{pid + 7} [0] NCCL INFO "
+
+        def ch(i: int, tail: str = "", net: str = "IB", mid: str = " ") -> str:
+            return (f"{p}Channel {i:02d}/0 : {rank}[0] -> {1 - rank}[0] [send]{mid}"
+                    f"via NET/{net}/0{tail}")
+
+        odd = [ch(0, "/GDRDMA"), ch(1, " via NET/IB/0", net="Socket"), ch(2, " NCCL INFO y"),
+               ch(3, " libfabric:1:2:cxi:core:fn():1<warn> x"), ch(4, " NCCL_PROTO=^LL128"),
+               ch(5, mid=" \r "), ch(6, mid=" " + "y" * 17000 + " "), ch(7).replace("/0", "/x"),
+               ch(8).replace("INFO ", "INFO  "), ch(9).replace(f":{pid + 7} ", f":{pid + 9} "),
+               ch(10).replace("Channel 10/0", "Ring 10"), ch(11, "\tx"), ch(12, " \u00e9")]
+        out += stream
+        for line in odd:  # runs split by a line of the same process that is no channel line
+            out += [ch(i) for i in range(20)] + [line] + [ch(i) for i in range(20, 40)]
+            out.append(f"{p}Connected all rings")
+    return L.to_bytes(out)
+
+
+@pytest.mark.parametrize("block", [64, 4096, 1 << 20])
+def test_channel_runs_count_like_single_lines(block):
+    # block reads take a run of a process's channel lines in one step: every line must
+    # count exactly as line-by-line reading counts it
+    body = _channel_run_log()
+    a = LogAnalyser(source="x")
+    for line in io.BytesIO(body):  # lines end at LF only (a CR inside one stays)
+        a.feed(line)
+    b = LogAnalyser(source="x")
+    b.feed_stream(io.BytesIO(body), block_bytes=block)
+    va, vb = a.result(), b.result()
+    da, db = va.to_dict(), vb.to_dict()
+    # nccl_lines: feed() cuts an over-long line before looking for a trigger, a block read
+    # after finding one (past the cut here), so it counts that line as an NCCL line; both
+    # take nothing from it
+    assert da.pop("nccl_lines") + 2 == db.pop("nccl_lines")
+    assert da == db
+    assert [r.net_channels for r in vb.ranks] == [r.net_channels for r in va.ranks]
+    assert all(r.gdrdma and r.net_channels > 500 for r in vb.ranks)
+    assert vb.ll128_guard == "NCCL_PROTO=^LL128 (log)"  # from a line inside a run
+
+
+def test_rank_json_is_what_json_dumps_writes():
+    # --json encodes ranks itself (shared fields once): byte for byte json.dumps' text,
+    # also for host names that JSON escapes, and in both the indented and compact forms
+    hosts = ["nid\"1", "n\u00e9ud", "back\\slash", "node\u2603", "plain"]
+    lines = []
+    for i in range(300):  # more than JSON_RANK_LINES: the compact rank list
+        host = f"{hosts[i % len(hosts)]}{i}"
+        lines.append(f"{host}:{i + 1}:{i + 1} [{i % 4}] NCCL INFO NET/OFI Selected Provider is "
+                     f"{'cxi' if i % 7 else 'tcp'} (found {i % 3 + 1} nics)")
+        lines.append(f"{host}:{i + 1}:{i + 1} [{i % 4}] NCCL INFO comm 0x1 rank {i} nranks 300 "
+                     f"cudaDev {i % 4} busId 1000 - Init COMPLETE")
+    for n in (300, 20):
+        v = analyse(lines[:2 * n])
+        assert v.to_json(indent=None) == json.dumps(v.to_dict())
+        assert json.loads(v.to_json()) == v.to_dict()
+    assert '"nid\\"1' in v.to_json() and "\\u00e9" in v.to_json()
+
+
 def test_over_long_line_is_cut_and_reading_goes_on():
     body = b"x" * (3 << 20) + b"\n" + L.to_bytes(L.interleave(job(L.ib_rank), 0))
     a = LogAnalyser()
