@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import click
 
+from runner import fabrics
 from runner.errors import UserError
+from runner.text_table import table_lines
 
 if TYPE_CHECKING:  # keep import time small: the parser is loaded when the command runs
     from runner.nccl_log import LogAnalyser, LogVerdict
 
-FABRICS = ("slingshot", "infiniband", "ethernet")
 # Environment variables that decide the LL128 guard (see runner.nccl_log).
 GUARD_ENV = ("NCCL_PROTO", "FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD",
              "FI_CXI_RDZV_GET_MIN", "FI_CXI_RDZV_PROTO")
@@ -122,10 +123,7 @@ def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
         nccl = r.nccl_version or verdict.nccl_version or "-"
         rows.append((str(r.rank) if r.rank is not None else "?", r.who, r.transport.value,
                      where, nccl, plugin))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
-             for row in (header, *rows)]
+    lines = table_lines(header, rows)
     if len(verdict.ranks) > max_rows:
         lines.append(f"... {len(verdict.ranks) - max_rows} more ranks (use --json for all)")
     return "\n".join(lines)
@@ -144,7 +142,7 @@ def format_human(verdict: "LogVerdict") -> str:
 @click.command("check-log")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--fabric", type=click.Choice(FABRICS), default=None,
+@click.option("--fabric", type=click.Choice(fabrics.CHECKED), default=None,
               help="The job's fabric; without it sockets count as expected unless the log "
                    "shows hsn*/ib* interfaces or the cxi provider.")
 @click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",

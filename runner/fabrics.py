@@ -43,6 +43,7 @@ class FabricKind(msgspec.Struct, frozen=True, kw_only=True):
     fast_provider: str | None = None  # the libfabric provider an OFI rank should have used
     fallback_hint: str = ""  # the usual cause when NCCL used TCP sockets instead
     net_plugin: str | None = None  # the NCCL net plugin the fast path needs (its absence is warned)
+    net_plugin_hint: str = ""  # that warning's advice: why the fast path needs the plugin
     verbs_devices: bool = False  # NCCL's own IB transport: "NET/IB : No device found" is warned
     # Variables that make NCCL fail instead of falling back to sockets (`fabrikit doctor`
     # warns when a profile lacks them), with the value the preset sets.
@@ -79,6 +80,8 @@ KINDS: dict[str, FabricKind] = {kind.name: kind for kind in (
         fallback_hint='the libfabric plugin (aws-ofi-nccl) did not load; set NCCL_NET="AWS Libfabric" '
                       "so NCCL fails instead of falling back",
         net_plugin="aws-ofi-nccl",
+        net_plugin_hint="on Slingshot NCCL needs aws-ofi-nccl (libnccl-net.so / NCCL_NET_PLUGIN) to use "
+                        "the cxi NICs",
         # Source: fabric-facts.md, Slingshot recommended env (fail rather than fall back to TCP).
         fail_fast_env=(("NCCL_NET", "AWS Libfabric"),),
         # Source: fabric-facts.md "Sigma2 Olivia" (HPE: no NCCL_NET for single-node runs).

@@ -16,6 +16,7 @@ from typing import Iterator
 
 import click
 
+from . import fabrics
 from .errors import UserError
 
 
@@ -28,10 +29,11 @@ def _open(log: Path):
 
 def _stream(log: Path, analyser) -> Iterator[str]:
     """The log's lines, each also fed to `analyser` (when given), read once."""
-    from .nccl_log import iter_stream_lines
+    from .bounded_lines import iter_stream_lines
+    from .nccl_log import MAX_LINE_CHARS
 
     with _open(log) as stream:
-        for raw in iter_stream_lines(stream):
+        for raw in iter_stream_lines(stream, MAX_LINE_CHARS):
             line = raw.decode("utf-8", "replace")
             if analyser is not None:
                 analyser.feed(line, str(log))
@@ -50,10 +52,9 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
 
     analyser = None
     if check_transport:
-        from .nccl_log import Fabric, LogAnalyser
+        from .nccl_log import LogAnalyser
 
-        expected = fabric if fabric in {f.value for f in Fabric} else None
-        analyser = LogAnalyser(source=str(log), expected_fabric=expected)
+        analyser = LogAnalyser(source=str(log), expected_fabric=fabrics.checked(fabric))
     if status == 0:  # no cause to look for: the analysis alone reads the log, in blocks
         cause = None
         if analyser is not None:

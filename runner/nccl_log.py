@@ -61,6 +61,8 @@ from enum import Enum
 from functools import cached_property, wraps
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
+from runner import fabrics
+from runner.bounded_lines import iter_stream_lines  # the shared reader; pass MAX_LINE_CHARS
 from runner.errors import UserError
 
 __all__ = [
@@ -88,12 +90,23 @@ class Transport(Enum):
     NONE = "none"  # no inter-node traffic (single host), or no network selection seen
 
 
-class Fabric(Enum):
-    """The fabric the job runs on, as the caller (site profile) knows it."""
+# The fabric the job runs on, as the caller (site profile) knows it: the kinds whose transport
+# this check judges (runner.fabrics.CHECKED), e.g. Fabric.SLINGSHOT = "slingshot". What a kind
+# means (its fast path, hints, warnings) is asked of runner.fabrics, once per analysis.
+Fabric = Enum("Fabric", [(name.upper(), name) for name in fabrics.CHECKED], module=__name__)
+# No fabric given nor inferred: every transport is the expected one, nothing kind-specific is
+# warned about (a socket job is reported with a note that a fallback cannot be told).
+_NO_FABRIC = fabrics.FabricKind(name="", title="unknown", checked=False)
 
-    SLINGSHOT = "slingshot"
-    INFINIBAND = "infiniband"
-    ETHERNET = "ethernet"
+
+def _kind_of(fabric: Fabric | None) -> fabrics.FabricKind:
+    """What runner.fabrics knows about `fabric` (resolved once per verdict, never per rank)."""
+    return fabrics.get(fabric._value_) if fabric is not None else _NO_FABRIC
+
+
+def _checked(kind: fabrics.FabricKind | None) -> Fabric | None:
+    """The Fabric of an inferred kind, if this check judges that kind."""
+    return Fabric(kind.name) if kind is not None and kind.checked else None
 
 
 class Verdict(Enum):
@@ -329,7 +342,6 @@ _IBEXT = re.compile(r"^IBext(?:_v\d+)?$")  # HPC-X / nccl-rdma-sharp plugin's ve
 # Provider names taken even at the end of a line (a line that may have been cut short).
 _OFI_PROVIDERS = frozenset({"cxi", "efa", "tcp", "sockets", "udp", "shm", "verbs", "psm2",
                             "psm3", "opx", "ucx", "mlx", "lnx", "sm2", "usnic", "gni"})
-_IB_OFI_PROVIDERS = frozenset({"verbs", "mlx", "psm2", "psm3", "opx"})  # IB / Omni-Path
 _HELPER_PROVIDERS = frozenset({"shm", "sm2", "core", "util", "lnx"})  # never the inter-node one
 _LL128_MIN_VERSION = (2, 27)
 _RDZV_GUARD = ("FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD", "FI_CXI_RDZV_GET_MIN")
@@ -551,11 +563,12 @@ class LogVerdict:
     @property
     def exit_code(self) -> int:
         """0 fast/single-node; 1 fallback/failed; `none` is 1 only where the fabric needs a
-        network (slingshot, infiniband), since that job cannot be confirmed fast."""
+        network (runner.fabrics: slingshot, infiniband), since that job cannot be confirmed
+        fast."""
         if self.verdict in (Verdict.FAST, Verdict.SINGLE_NODE):
             return 0
         if self.verdict is Verdict.NONE:
-            return 1 if self.fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND) else 0
+            return 1 if _kind_of(self.fabric).needs_network else 0
         return 1
 
     @property
@@ -1192,8 +1205,9 @@ class LogAnalyser:
     source:
         Name used in messages when `feed()` is not told where a line came from.
     expected_fabric:
-        The job's fabric (`slingshot`, `infiniband`, `ethernet`) or None (then it is inferred
-        from `hsn*`/`ib*` socket interfaces or the cxi provider where possible).
+        The job's fabric (one of runner.fabrics.CHECKED: `slingshot`, `infiniband`,
+        `ethernet`) or None (then it is inferred where possible from the libfabric provider
+        or the socket interfaces: cxi or `hsn*` for Slingshot, `ib*` for InfiniBand).
     env:
         The job's environment, if the caller knows it; used for the LL128 guard
         (`NCCL_PROTO` excluding LL128, or `FI_CXI_RDZV_EAGER_SIZE/THRESHOLD/GET_MIN=0`).
@@ -1611,21 +1625,6 @@ def analyse(
     return LogAnalyser(source, expected_fabric, env).feed_lines(lines).result()
 
 
-def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_CHARS) -> Iterator[bytes]:
-    """Lines of a binary stream with bounded memory: an over-long line is cut to `max_len`
-    bytes and the rest of it skipped."""
-    while True:
-        chunk = stream.readline(max_len)
-        if not chunk:
-            return
-        if len(chunk) >= max_len and not chunk.endswith(b"\n"):
-            while True:  # drop the remainder of this line
-                more = stream.readline(max_len)
-                if not more or more.endswith(b"\n"):
-                    break
-        yield chunk
-
-
 # --------------------------------------------------------------------------------------------
 # Judging: from per-process state to the job verdict
 
@@ -1840,19 +1839,22 @@ class _Judge:
         return None, n_ident
 
     def _fabric(self) -> tuple[Fabric | None, str | None]:
+        """The given fabric, else the one the first rank's provider, then the first socket
+        interface, points to (runner.fabrics); each distinct name is looked up once."""
         if self.a.expected_fabric is not None:
             return self.a.expected_fabric, None
-        for r in self.ranks:
-            if r.selected is Transport.OFI and r.provider == "cxi":
-                return Fabric.SLINGSHOT, "libfabric provider cxi"
-        for r in self.ranks:
-            if r.selected is not Transport.SOCKET:
-                continue  # NCCL 2.4-2.6 print a NET/Socket line for their bootstrap anyway
-            for i in r.socket_ifaces:
-                if i.startswith("hsn"):
-                    return Fabric.SLINGSHOT, f"interface {i}"
-                if i.startswith("ib"):
-                    return Fabric.INFINIBAND, f"interface {i}"
+        for provider in dict.fromkeys(r.provider for r in self.ranks
+                                      if r.selected is Transport.OFI):
+            fabric = _checked(fabrics.by_provider(provider))
+            if fabric is not None:
+                return fabric, f"libfabric provider {provider}"
+        # Only ranks that chose sockets: NCCL 2.4-2.6 print a NET/Socket line for their
+        # bootstrap anyway.
+        for i in dict.fromkeys(i for r in self.ranks if r.selected is Transport.SOCKET
+                               for i in r.socket_ifaces):
+            fabric = _checked(fabrics.by_interface(i))
+            if fabric is not None:
+                return fabric, f"interface {i}"
         return None, None
 
     def _ll128_guard(self) -> str | None:
@@ -1914,6 +1916,7 @@ class _Judge:
         a = self.a
         ranks = self.ranks
         fabric, inferred_from = self._fabric()
+        kind = _kind_of(fabric)
         world = max((p.nranks or 0 for p in self.all_procs), default=0) or None
         nnodes = max((p.nnodes or 0 for p in self.all_procs), default=0)
         nodes = max(self.identities, nnodes) or None
@@ -1941,15 +1944,16 @@ class _Judge:
         plugin_version = _most_common(p.plugin_version for p in told)
         libfabric_version = _most_common(p.libfabric_version for p in told)
 
+        fast_of: dict[tuple[Transport, str | None], bool] = {}  # ranks share a few of these
+
         def is_fast(r: RankReport) -> bool:
-            if r.transport is Transport.FAILED:
-                return False
-            if fabric is Fabric.SLINGSHOT:
-                return r.transport is Transport.OFI and r.provider in (None, "cxi")
-            if fabric is Fabric.INFINIBAND:
-                return r.transport is Transport.IB or (
-                    r.transport is Transport.OFI and r.provider in _IB_OFI_PROVIDERS)
-            return True  # ethernet / unknown fabric: sockets are the expected path
+            """Failed never; else as the kind says (ethernet / no fabric: any transport)."""
+            key = (r.transport, r.provider)
+            fast = fast_of.get(key)
+            if fast is None:
+                fast = fast_of[key] = (r.transport is not Transport.FAILED
+                                       and kind.is_fast(r.transport._value_, r.provider))
+            return fast
 
         slow = [r for r in active if not is_fast(r)]
         kinds = Counter(_kind(r) for r in active if r.transport is not Transport.FAILED)
@@ -1984,41 +1988,33 @@ class _Judge:
                       f"NCCL network init failed on {_frac(len(other_failed), total)} ranks"
                       f"{trying} ({other_failed[0].failure})")
         sockets = [r for r in active if r.transport is Transport.SOCKET]
-        if sockets and fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
+        if sockets and kind.needs_network:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
-            hint = (
-                'the libfabric plugin (aws-ofi-nccl) did not load; set NCCL_NET="AWS Libfabric" '
-                "so NCCL fails instead of falling back" if fabric is Fabric.SLINGSHOT else
-                "the image lacks rdma-core userspace (libibverbs1, ibverbs-providers) or the "
-                "IB devices are not visible"
-            )
             self.warn("socket-fallback",
                       f"NCCL fell back to TCP sockets (Socket/{ifaces}) on "
                       f"{_frac(len(sockets), total)} ranks on {_a(fab)} fabric{fab_note} "
-                      f"(5-40x slower): {hint}")
+                      f"(5-40x slower): {kind.fallback_hint}")
         slow_ofi = [r for r in slow if r.transport is Transport.OFI]
         if slow_ofi:
             provs = ",".join(sorted({r.provider or "?" for r in slow_ofi}))
-            want = "cxi" if fabric is Fabric.SLINGSHOT else "verbs"
             self.warn("ofi-slow-provider",
-                      f"libfabric used provider {provs}, not {want}, on "
+                      f"libfabric used provider {provs}, not {kind.fast_provider}, on "
                       f"{_frac(len(slow_ofi), total)} ranks on {_a(fab)} fabric{fab_note}: "
                       "check FI_PROVIDER and the host libfabric/libcxi binds")
-        if fabric is Fabric.SLINGSHOT:
+        if kind.net_plugin is not None:
             missing = [p for p in self.all_procs if p.plugin_missing and not p.plugin
                        and not p.plugin_version and p.selection()[0] is not Transport.OFI]
             if missing:
                 line = _most_common(p.plugin_missing for p in missing)
                 self.warn("plugin-missing",
                           f"NCCL found no net plugin on {len(missing)} process(es) "
-                          f"({line!r}): on Slingshot NCCL needs aws-ofi-nccl "
-                          "(libnccl-net.so / NCCL_NET_PLUGIN) to use the cxi NICs")
-        if fabric is Fabric.INFINIBAND:
+                          f"({line!r}): {kind.net_plugin_hint}")
+        if kind.verbs_devices:
             nodev = [r for r in ranks if r.ib_no_device]
             if nodev:
                 self.warn("ib-no-device",
-                          f"NET/IB : No device found on {_frac(len(nodev), total)} ranks on an "
-                          "infiniband fabric: rdma-core/libmlx5 missing in the image, or "
+                          f"NET/IB : No device found on {_frac(len(nodev), total)} ranks on "
+                          f"{_a(fab)} fabric: rdma-core/libmlx5 missing in the image, or "
                           "/dev/infiniband not visible")
         if a._ibverbs_no_driver:
             where = f" (on {', '.join(a._ibverbs_hosts)})" if a._ibverbs_hosts else ""
@@ -2032,8 +2028,9 @@ class _Judge:
             self.warn("mixed-transports", f"ranks use different transports: {parts} ranks")
         ll128_guard = self._ll128_guard()
         vt = _version_tuple(nccl_version)
+        cxi_fabric = "cxi" in kind.providers  # an OFI rank without a provider line is on cxi
         on_cxi = [r for r in active if r.transport is Transport.OFI and (
-            r.provider == "cxi" or (r.provider is None and fabric is Fabric.SLINGSHOT))]
+            r.provider == "cxi" or (r.provider is None and cxi_fabric))]
         hazard = (bool(on_cxi) and library != "rccl" and vt[:2] >= _LL128_MIN_VERSION
                   and ll128_guard is None)  # one node: no NIC path, no hazard
         if hazard:
@@ -2046,13 +2043,13 @@ class _Judge:
             self.warn("mixed-nccl-versions",
                       "processes report different NCCL versions: "
                       + ", ".join(sorted(versions, key=_version_tuple)))
-        if fabric is Fabric.SLINGSHOT:
+        if cxi_fabric:
             noprov = [r for r in active if r.transport is Transport.OFI and not r.provider]
             if noprov:
                 self.warn("provider-unknown",
                           f"no 'NET/OFI Selected provider is ...' line on "
                           f"{_frac(len(noprov), total)} ranks: cannot confirm the cxi provider")
-        if fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
+        if kind.needs_network:
             fast_chan = [r for r in active if is_fast(r) and r.net_channels]
             if fast_chan and not any(r.gdrdma for r in fast_chan):
                 self.warn("no-gdrdma",
@@ -2077,7 +2074,7 @@ class _Judge:
         if world and shown < world:
             self.warn("ranks-missing",
                       f"the log shows {shown} of {world} ranks; verdict covers those only")
-        if not with_sel and fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
+        if not with_sel and kind.needs_network:
             self.warn("no-transport",
                       f"no NCCL network selection in {self._source()}: cannot confirm the "
                       f"{fab} fast path (run with NCCL_DEBUG=INFO)")
@@ -2098,7 +2095,7 @@ class _Judge:
 
         summary = self._summary(
             verdict=verdict, transport=transport, active=active, with_sel=with_sel, total=total,
-            slow=slow, failed=failed, fabric=fabric, fab_note=fab_note,
+            slow=slow, failed=failed, fabric=fabric, kind=kind, fab_note=fab_note,
             nccl_version=nccl_version, plugin=plugin, plugin_version=plugin_version,
             hazard=hazard, library=library, kinds=kinds)
         order = {c: i for i, c in enumerate(WARNING_CODES)}
@@ -2139,7 +2136,7 @@ class _Judge:
         return s[0] if len(s) == 1 else f"{s[0]} (+{len(s) - 1} more)"
 
     def _summary(self, *, verdict, transport, active, with_sel, total, slow, failed, fabric,
-                 fab_note, nccl_version, plugin, plugin_version, hazard, library,
+                 kind, fab_note, nccl_version, plugin, plugin_version, hazard, library,
                  kinds) -> str:
         fab = fabric.value if fabric else None
         details = []
@@ -2169,7 +2166,7 @@ class _Judge:
                     f"ranks: {reason}{trying}{detail}")
         if verdict is Verdict.NONE:
             base = f"no NCCL network selection seen in {self._source()}"
-            if fabric in (Fabric.SLINGSHOT, Fabric.INFINIBAND):
+            if kind.needs_network:
                 return (f"fabrikit: WARNING {base}: cannot confirm the {fab} fast path "
                         "(run with NCCL_DEBUG=INFO)")
             return f"fabrikit: {base} (single node, or NCCL_DEBUG=INFO not set)"
@@ -2188,9 +2185,8 @@ class _Judge:
             if transport is Transport.SOCKET:
                 why = f"NCCL fell back to TCP sockets on {_a(fab)} fabric{fab_note} (5-40x slower)"
             else:
-                want = "cxi" if fabric is Fabric.SLINGSHOT else "InfiniBand"
-                why = (f"NCCL did not use the {want} fast path on {_a(fab)} fabric{fab_note} "
-                       "(5-40x slower)")
+                why = (f"NCCL did not use the {kind.fast_text} fast path on {_a(fab)} "
+                       f"fabric{fab_note} (5-40x slower)")
             return f"fabrikit: WARNING transport {label} on {_frac(n, total)} ranks: {why}"
         if hazard:
             return (f"fabrikit: WARNING transport {label} on {_frac(n, total)} ranks{detail}: "

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Files a report reads beside launch.json (runner.run_dir) and the files it writes.
+from .run_dir import PROFILE_FILE  # noqa: F401 (the run directory's own name for it)
+
+# Files a report reads beside launch.json and profile.yaml (runner.run_dir) and the files it writes.
 METRICS_FILE = "metrics.jsonl"
-PROFILE_FILE = "profile.yaml"
 REPORT_JSON = "report.json"
 THROUGHPUT_PNG = "throughput.png"
 GPU_PNG = "gpu_utilisation.png"

@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import fabrics
 from .atomic_write import writable_dir, write_atomic
 from .bounded_lines import read_text_lines
 from .errors import UserError
@@ -38,7 +39,7 @@ from .report_json import report_dict
 from .report_model import (GPU_PNG, METRICS_FILE, PROFILE_FILE, REPORT_JSON, THROUGHPUT_PNG, GpuSeries,
                            RunConfig, RunReport, Scaling, Training, TransportInfo)
 from .report_text import format_report
-from .run_dir import LAUNCH_FILE, LaunchRecord, load_launch
+from .run_dir import LAUNCH_FILE, SCRIPT_FILE, LaunchRecord, load_launch
 from .throughput import overall, per_epoch_throughput, scaling
 from .train_lines import (TRAIN_PREFIX, Record, group_attempts, int_or_none, records_from_metrics, str_or_none,
                           train_record)
@@ -69,7 +70,7 @@ def job_logs(run_dir: Path) -> tuple[str, list[Path]]:
         return "slurm", [run_dir / o[-1] for o in outs]
     if nodes:
         return "local", [run_dir / n[-1] for n in nodes]
-    scheduler = "slurm" if (run_dir / "job.sbatch").exists() else "local"
+    scheduler = "slurm" if (run_dir / SCRIPT_FILE).exists() else "local"
     return scheduler, []
 
 
@@ -163,7 +164,7 @@ def _gpu_series(run_dir: Path, warnings: list[str]) -> tuple[list[GpuSeries], li
 
 def load_run(run_dir: Path | str) -> RunReport:
     """Read everything the report needs from a run directory (UserError on bad input)."""
-    from .nccl_log import Fabric, LogAnalyser
+    from .nccl_log import LogAnalyser
 
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
@@ -174,9 +175,9 @@ def load_run(run_dir: Path | str) -> RunReport:
     fabric = _dig(profile, "fabric", "kind")
     scheduler, logs = job_logs(run_dir)
     # One pass over the logs: training lines and NCCL lines.
-    checkable = {f.value for f in Fabric}  # a loopback (or unknown) kind: the verdict checks no fabric
+    # A kind the transport check does not judge (loopback), or an unknown one: none expected.
     analyser = LogAnalyser(source=logs[0].name if logs else "<no log>",
-                           expected_fabric=fabric if fabric in checkable else None)
+                           expected_fabric=fabrics.checked(fabric))
     log_records: list[Record] = []
     for path in logs:
         for line in read_text_lines(path):

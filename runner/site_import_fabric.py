@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from . import fabrics
 from .site_import_slurm import srun_extra
 from .site_import_state import ImportState
 
@@ -53,7 +54,7 @@ def choose_preset(st: ImportState) -> str:
                   "ethernet preset: run `fabrikit sites init` on a compute node to find it")
     else:
         d.set(("extends",), fabric, "; ".join(ev.votes[fabric]))
-        fabric_text = {"slingshot": "HPE Slingshot", "infiniband": "InfiniBand", "ethernet": "Ethernet"}[fabric]
+        fabric_text = fabrics.get(fabric).title
     arch = ev.arch[0] if ev.arch else "x86_64"
     if st.step and st.step.container is not None:
         d.set(("container", "arch"), arch, ev.arch[1] if ev.arch else "no aarch64/arm64/GH200 in the script")

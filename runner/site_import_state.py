@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from . import fabrics
 from .job_script import JobScript, Step
 from .profile_writer import Draft
 from .shell_script import Value
 
-FABRICS = ("slingshot", "infiniband", "ethernet")  # the presets an imported profile extends
+# The kinds an imported profile can extend: those with a preset (runner.fabrics), in its order.
+FABRICS = tuple(name for name, kind in fabrics.KINDS.items() if kind.preset is not None)
 
 
 class Hazard(NamedTuple):

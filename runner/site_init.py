@@ -117,8 +117,9 @@ def draft_profile(name: str, f: Findings, image_dir: Path) -> InitResult:
 
     # -- environment and rendezvous interface
     interfaces = f.interfaces.value
+    fabric_ifaces = [x for x in interfaces if fabrics.by_interface(x) is fabrics.get(preset)]  # hsn*, ib*
     if preset == "slingshot":
-        hsn = [x for x in interfaces if x.startswith("hsn") and "." not in x]
+        hsn = [x for x in fabric_ifaces if "." not in x]
         if hsn:
             d.set(("env", "NCCL_SOCKET_IFNAME"), ",".join(hsn), f"{f.interfaces.source}: {' '.join(hsn)}", quote=True)
             d.set(("launcher", "head_interface"), hsn[0], f"{f.interfaces.source}: rendezvous over the Slingshot NIC")
@@ -133,7 +134,7 @@ def draft_profile(name: str, f: Findings, image_dir: Path) -> InitResult:
         if active:
             d.set(("env", "NCCL_IB_HCA"), ",".join(active), f"{f.infiniband.source}: active InfiniBand ports",
                   quote=True)
-        ipoib = [x for x in interfaces if x.startswith("ib")]
+        ipoib = fabric_ifaces
         if ipoib:
             d.set(("env", "NCCL_SOCKET_IFNAME"), ipoib[0], f"{f.interfaces.source}: IPoIB interface", quote=True)
             d.set(("env", "GLOO_SOCKET_IFNAME"), ipoib[0], f"{f.interfaces.source}: IPoIB interface", quote=True)
