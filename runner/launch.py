@@ -64,6 +64,10 @@ class LaunchSpec(msgspec.Struct, frozen=True):
     rendezvous: tuple[Word, ...]
     options: tuple[Arg, ...]
     job: tuple[Word, ...]
+    # Where every node starts the job: the run directory on both backends (Slurm: the batch
+    # script runs there through `sbatch --chdir` and srun keeps it; local: the agents' cwd), so
+    # a relative path in a job means the same thing wherever it runs.
+    workdir: Word = (Slot.RUN_DIR,)
 
     @property
     def in_container(self) -> bool:

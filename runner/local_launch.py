@@ -48,6 +48,7 @@ class Agent:
     node: int  # 1-based
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]  # variables set on top of the caller's environment
+    cwd: str  # the launch description's working directory (the run directory)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class LocalPlan:
         if self.gpus is not None and self.gpus.note:
             out.append(f"# {self.gpus.note}")
         for agent in self.agents:
-            out.append(f"# node{agent.node}\nenv {assignments(agent.env)} \\\n  {join(agent.argv)}")
+            out.append(f"# node{agent.node} (in {agent.cwd})\nenv {assignments(agent.env)} \\\n  {join(agent.argv)}")
         return "\n".join(out) + "\n"
 
     def notes(self) -> list[str]:
@@ -156,7 +157,7 @@ def plan(request: LaunchRequest, run_dir: Path | RunDirPlan, *, port: int, gpus:
         if gpu_split is not None:
             node_env[spec.env_name(gpu_split.variable)] = gpu_split.per_node[node - 1]
         agents.append(Agent(node=node, argv=tuple(argv(spec.argv(torchrun), node_values)),
-                            env=tuple(node_env.items())))
+                            env=tuple(node_env.items()), cwd=value_word(spec.workdir, node_values)))
     return LocalPlan(request=request, run=run, port=port, agents=tuple(agents), gpus=gpu_split)
 
 
@@ -243,8 +244,8 @@ def _run_agents(p: LocalPlan, interrupts: Interrupts) -> int:
             env = {**os.environ, **dict(agent.env)}
             log = open(p.run_dir / f"node{agent.node}.log", "ab")
             try:
-                proc = subprocess.Popen(agent.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                proc = subprocess.Popen(agent.argv, env=env, cwd=agent.cwd, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             except OSError as exc:
                 log.close()
                 _stop(running)

@@ -72,6 +72,11 @@ def test_both_backends_render_one_launch(tmp_path: Path) -> None:
     assert 'export APPTAINERENV_OUT="$run_dir"/out-"$SLURM_JOB_ID"\n' in script
     assert agent_env["APPTAINERENV_FABRIKIT_LD_PREPEND"] == "/opt/lib"
     assert "export APPTAINERENV_FABRIKIT_LD_PREPEND=/opt/lib\n" in script
+    # The working directory: the run directory on both sides (sbatch --chdir; the agents' cwd).
+    assert all(agent.cwd == str(run_dir) for agent in local.agents)
+    from runner import slurm_submit
+    assert f"--chdir={run_dir}" in slurm_submit.plan(request, run_dir).sbatch_argv
+    assert "run_dir=$PWD" in script
 
 
 def test_without_a_container_the_library_path_extends_the_callers(tmp_path: Path) -> None:
