@@ -707,8 +707,7 @@ class _Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
-            if handler is not None:  # None: set outside Python, cannot be put back from here
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)  # type: ignore[arg-type]
 
     def _record(self, signum: int, _frame: object) -> None:
         self.signum = self.signum or signum
