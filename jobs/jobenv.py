@@ -13,8 +13,11 @@ Only torch and the standard library are imported: the jobs must run in any PyTor
 from __future__ import annotations
 
 import enum
+import gc
 import os
 import socket
+import sys
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -211,6 +214,7 @@ class JobEnvironment:
         backend = Backend.for_device(kind)
         if kind is Device.CUDA:
             torch.cuda.set_device(device)
+        _import_group_defaults_first()
         if self.launched:
             dist.init_process_group(
                 backend.value,
@@ -223,7 +227,19 @@ class JobEnvironment:
         return ProcessGroups(backend=backend, device=device, control=control)
 
 
-@dataclass(frozen=True)
+def _import_group_defaults_first() -> None:
+    """Import ``torch.distributed.nn`` while no default group exists yet.
+
+    Its functions take ``group=group.WORLD`` as default arguments, evaluated at import time.
+    DDP's constructor imports it (through ``torch._dynamo``), i.e. after the group exists, and
+    then ten default arguments hold the live default group for good: ``destroy_process_group``
+    could not free it and its gloo threads ran on into interpreter exit (see
+    :meth:`ProcessGroups.destroy`). Imported first, those defaults hold ``None``.
+    """
+    import torch.distributed.nn  # noqa: F401
+
+
+@dataclass
 class ProcessGroups:
     """The initialised groups: the default one on ``backend`` plus a gloo group for control."""
 
@@ -233,9 +249,32 @@ class ProcessGroups:
     """gloo group for CPU tensors/objects (``group=`` argument); ``None``: the default group is gloo."""
 
     def destroy(self) -> None:
-        """Tear down all groups so NCCL frees its resources and the exit is clean."""
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        """Tear every group down now, joining its threads, before the interpreter exits.
+
+        Callers first drop what holds a group: the DDP model (DDP and its C++ reducer keep a
+        reference), pending work handles. Why it matters: a gloo worker thread releases a
+        finished collective's tensors moments after ``wait()`` returned in the main thread
+        (later under load), and releasing a tensor made in Python takes the GIL. Once the
+        interpreter is finalising, CPython ends such a thread with ``pthread_exit``; its
+        unwinding through a ``noexcept`` destructor calls ``std::terminate`` ("terminate called
+        without an active exception", SIGABRT) after training had finished. A group that is
+        really destroyed joins its threads first, with the GIL released (torch's Python
+        wrapper does that), so nothing is left running at exit.
+        """
+        if not dist.is_initialized():
+            return
+        gc.collect()  # a dropped DDP model sits in reference cycles; its reducer holds the group
+        rank = dist.get_rank()
+        groups = [weakref.ref(group) for group in (dist.group.WORLD, self.control) if group is not None]
+        self.control = None
+        dist.destroy_process_group()  # drops torch's references: the last ones, if all went well
+        if any(ref() is not None for ref in groups):
+            gc.collect()
+        left = sum(ref() is not None for ref in groups)
+        if left:
+            print(f"fabrikit-jobenv: warning: rank {rank}: {left} process group(s) still referenced after "
+                  "destroy_process_group(); their threads run on into interpreter exit, which can abort "
+                  "the process (SIGABRT)", file=sys.stderr, flush=True)
 
 
 def default_output_dir(requested: str | None) -> Path:

@@ -42,7 +42,9 @@ Signals: SIGTERM (torchrun's agent forwards it to workers; Slurm sends it at tim
 current step; a per-step all_reduce of a stop flag makes them agree on the step, rank 0 saves
 a checkpoint and prints ``fabrikit-train: stopping on signal SIGTERM at step N, checkpoint
 saved``. torchrun's agent itself dies on SIGUSR1 unless ``TORCHELASTIC_SIGNALS_TO_HANDLE``
-lists it, so send SIGUSR1 to the workers only (or add it there; the agent forwards it).
+lists it, so send SIGUSR1 to the workers only (or add it there; the agent forwards it). The
+handler is installed before torch is imported, so a signal during the (slow) start-up is kept
+and stops the run at its first agreed step.
 
 Exit status:
   0   training completed (all epochs, or ``--max-steps`` reached)
@@ -95,6 +97,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+_early_stop: list[int] = []
+
+
+def _record_early_stop(signum: int, _frame: object) -> None:
+    """Stop signal that came while torch was still being imported; `StopRequest` takes it over."""
+    if not _early_stop:
+        _early_stop.append(signum)
+
+
+if __name__ == "__main__":
+    # Before torch: importing it takes seconds (far longer on a busy node or a cold shared
+    # file system), and a SIGTERM/SIGUSR1 meanwhile would kill the process with the default
+    # action instead of stopping it cleanly.
+    for _sig in STOP_SIGNALS:
+        signal.signal(_sig, _record_early_stop)
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -107,7 +126,6 @@ PREFIX = "fabrikit-train:"
 NUM_CLASSES = 10
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 AUGMENT_PAD = 4  # RandomCrop(32, padding=4), as the CIFAR tutorials augment
 _AUGMENT_STREAM = 0x5EED_A06  # keeps the augmentation's random stream apart from the epoch order's
 CHECKPOINT_FORMAT = 1
@@ -571,6 +589,8 @@ class StopRequest:
         self.signals = tuple(signals)
         for sig in signals:
             signal.signal(sig, self._handle)
+        # Taken over after our handler is in place, so no signal falls between the two.
+        self.signum = self.signum or next(iter(_early_stop), 0)
 
     def _handle(self, signum: int, _frame: object) -> None:
         if not self.signum:
@@ -1059,6 +1079,10 @@ def train(args: argparse.Namespace) -> int:
     # exits non-zero, which would kill rank 0 in the middle of the checkpoint.
     dist.barrier(group=groups.control)
     stop.ignore_from_now()
+    # The groups must really be gone, their threads joined, before the interpreter exits (see
+    # ProcessGroups.destroy): drop what still holds them first.
+    del ddp
+    pending_stop = None
     groups.destroy()
     return args.signal_exit_code if stopped_by else 0
 

@@ -37,7 +37,8 @@ class Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            if handler is not None:  # None: set outside Python (C code), cannot be put back from here
+                signal.signal(sig, handler)
 
     @property
     def name(self) -> str:

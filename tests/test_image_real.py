@@ -72,6 +72,8 @@ def test_image_has_what_the_batch_script_needs(test_image: Path, apptainer_bin: 
 
 
 def test_unchanged_inputs_are_a_cache_hit(test_image: Path, capsys):
+    log = test_image.with_name(test_image.name + ".build.log")
+    before = (test_image.stat().st_mtime_ns, log.stat().st_mtime_ns if log.exists() else None)
     start = time.monotonic()
     result = subprocess.run([*_build_image_cmd(), "--profile", str(TESTCLUSTER)], capture_output=True, text=True,
                             timeout=120, cwd=ROOT)
@@ -79,7 +81,9 @@ def test_unchanged_inputs_are_a_cache_hit(test_image: Path, capsys):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"up to date: {test_image} ("), result.stdout
     _say(capsys, f"cache hit (whole build-image process) in {seconds:.2f} s: {result.stdout.strip()}")
-    assert seconds < 5  # sanity bound; the acceptance target is < 1 s, measured and printed above
+    # nothing was built: neither the image nor its build log was touched (the speed target,
+    # < 1 s, is measured and printed above, not asserted)
+    assert (test_image.stat().st_mtime_ns, log.stat().st_mtime_ns if log.exists() else None) == before
 
 
 def test_changed_build_arg_would_rebuild(test_image: Path):
