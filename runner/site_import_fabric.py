@@ -78,14 +78,14 @@ def fabric_hazards(st: ImportState, preset: str) -> None:
                       "the OFI plugin fails; the slingshot preset sets NCCL_NET='AWS Libfabric' (fail "
                       "instead)")
         if "NCCL_NET_PLUGIN" in values and values.get("NCCL_NET", "AWS Libfabric"):
-            st.hazard("nccl-net-plugin", "todo", st.env.get("NCCL_NET_PLUGIN", (None, None))[1],
+            st.hazard("nccl-net-plugin", "todo", st.env_line("NCCL_NET_PLUGIN"),
                       "NCCL_NET_PLUGIN together with NCCL_NET gives `network ... not found` with some "
                       "plugin builds (fabric-facts.md failure 3): keep one of them")
         if values.get("FI_CXI_RX_MATCH_MODE") == "hybrid":
             extras = d.get(("scheduler", "srun_extra")) or []
             if not any("disable_rdzv_get" in e for e in extras):
                 srun_extra(st, "--network=disable_rdzv_get", "FI_CXI_RX_MATCH_MODE=hybrid needs it (HPE)")
-                st.hazard("hybrid-rdzv-get", "fixed", st.env.get("FI_CXI_RX_MATCH_MODE", (0, None, 0))[1],
+                st.hazard("hybrid-rdzv-get", "fixed", st.env_line("FI_CXI_RX_MATCH_MODE"),
                           "FI_CXI_RX_MATCH_MODE=hybrid requires srun --network=disable_rdzv_get (HPE "
                           "shs-ccl-docs); added to srun_extra")
         vendor = st.evidence.vendor[0] if st.evidence.vendor else None
@@ -107,6 +107,6 @@ def fabric_hazards(st: ImportState, preset: str) -> None:
                       "(~40x slower) silently; fabrikit's end-of-job check reports the transport each "
                       "rank used")
         if str(values.get("NCCL_IB_DISABLE", "")) == "1":
-            st.hazard("ib-disabled", "todo", st.env.get("NCCL_IB_DISABLE", (0, None, 0))[1],
+            st.hazard("ib-disabled", "todo", st.env_line("NCCL_IB_DISABLE"),
                       "NCCL_IB_DISABLE=1 on an InfiniBand cluster sends all traffic over TCP (IPoIB); "
                       "remove it unless that is intended")

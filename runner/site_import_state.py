@@ -60,6 +60,11 @@ class ImportState:
     def hazard(self, code: str, status: str, line: int | None, message: str) -> None:
         self.hazards.append(Hazard(code, status, line or None, message))
 
+    def env_line(self, name: str) -> int | None:
+        """The script line that set variable `name`, for a hazard to point at; None when unset."""
+        found = self.env.get(name)
+        return found[1] if found else None
+
     def has_hazard(self, code: str) -> bool:
         return any(h.code == code for h in self.hazards)
 
