@@ -69,7 +69,7 @@ def parse_slurm_options(fields: list[tuple[Value, int]], line: int, stop_at_comm
             key, has_value, rest = text[2:].partition("=")
             key = ALIASES.get(key, key)
             if has_value:
-                options.append(Option(key, Value(rest, value.unresolved, value.from_environment), where, text))
+                options.append(Option(key, value._replace(text=rest), where, text))
                 i += 1
             elif key in LONG_FLAGS or i + 1 >= len(fields) or (fields[i + 1][0].text.startswith("-")
                                                                and not fields[i + 1][0].text[1:2].isdigit()):
@@ -84,7 +84,7 @@ def parse_slurm_options(fields: list[tuple[Value, int]], line: int, stop_at_comm
             key = SHORT_WITH_ARG[letter]
             if len(text) > 2:
                 rest = text[2:].lstrip("=")
-                options.append(Option(key, Value(rest, value.unresolved, value.from_environment), where, text))
+                options.append(Option(key, value._replace(text=rest), where, text))
                 i += 1
             elif i + 1 < len(fields):
                 options.append(Option(key, fields[i + 1][0], where, f"{text} {fields[i + 1][0].text}"))
@@ -132,7 +132,7 @@ def mount_spec(value: Value) -> Value | None:
     if fields.get("type", "bind") != "bind" or not source:
         return None
     mode = ":ro" if "ro" in fields or fields.get("readonly") in ("", "true") else ""
-    return Value(f"{source}:{target}{mode}", value.unresolved, value.from_environment)
+    return value._replace(text=f"{source}:{target}{mode}")
 
 
 def parse_container_options(fields: list[tuple[Value, int]], i: int) -> tuple[list[Option], int]:
@@ -149,7 +149,7 @@ def parse_container_options(fields: list[tuple[Value, int]], i: int) -> tuple[li
         if text.startswith("--"):
             key, has_value, value_text = text[2:].partition("=")
             if has_value:
-                value = Value(value_text, fields[i][0].unresolved, fields[i][0].from_environment)
+                value = fields[i][0]._replace(text=value_text)
                 i += 1
             elif key in CONTAINER_WITH_ARG and i + 1 < len(fields):
                 value = fields[i + 1][0]
@@ -194,8 +194,7 @@ def parse_torchrun_options(fields: list[tuple[Value, int]]) -> tuple[list[Option
             break
         key, has_value, rest = text.lstrip("-").partition("=")
         if has_value:
-            options.append(Option(key.replace("-", "_"), Value(rest, value.unresolved, value.from_environment), where,
-                                  text))
+            options.append(Option(key.replace("-", "_"), value._replace(text=rest), where, text))
             i += 1
         elif key in flags or i + 1 >= len(fields):
             options.append(Option(key.replace("-", "_"), None, where, text))

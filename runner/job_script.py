@@ -395,8 +395,7 @@ class _Reader:
             elif option.name == "env":
                 for item in split_env(value):
                     name, _, text = item.text.partition("=")
-                    env.append(EnvVar(name, Value(text, item.unresolved, item.from_environment), option.line,
-                                      "--env"))
+                    env.append(EnvVar(name, item._replace(text=text), option.line, "--env"))
             elif option.name == "env-file" and value.resolved:
                 env.extend(self._env_file(value.text, option.line))
         image, image_line = (fields[i][0], fields[i][1]) if i < len(fields) else (None, line)

@@ -116,7 +116,7 @@ class Expander:
             if op == "+=":
                 old = self.vars.get(name)
                 if isinstance(old, str):
-                    value = Value(old + value.text, value.unresolved, value.from_environment)
+                    value = value._replace(text=old + value.text)
                 elif name not in self.vars:
                     value = Value(f"${{{name}}}" + value.text, (name, *value.unresolved), value.from_environment)
             if value.unresolved:
