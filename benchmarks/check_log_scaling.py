@@ -5,18 +5,21 @@ Three logs, written to a temporary directory, measured side by side in one run:
 1. 16,384 hosts x 1 process (one line each, all with the same pid, as containers give):
    `fabrikit check-log --json` as a fresh process (what a user runs; its wall and CPU
    seconds) and the analysis in-process (`check_files(...).to_json()`). Target: under 1 s.
-2. Two ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
-   NCCL_DEBUG_SUBSYS=COLL prints them, and training lines) and a dense one (the init of tens
-   of thousands of ranks on 8-GPU nodes, OFI/cxi, every channel line: a third of its lines
-   must be parsed). Each is analysed in-process and compared with "the time of reading it":
+2. Four ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
+   NCCL_DEBUG_SUBSYS=COLL prints them, and training lines); a training job (the same init,
+   then every rank's `[rankN]: epoch ... step ... loss` lines, as torchrun prints them);
+   copies of one 16-rank job's log (how big test logs are often made: its copies are
+   counted, not read); and a dense one (the init of tens of thousands of ranks on 8-GPU
+   nodes, OFI/cxi, every channel line: a third of its lines must be parsed). Each is
+   analysed in-process and compared with "the time of reading it":
    `for line in f` over the file opened in binary mode (Python's own buffered line
    splitting, the cheapest way a Python program can see every line). Two more floors are
    printed for scale: reading the file in 1 MiB blocks (no line splitting at all) and
    reading its lines as text (`open(path, errors="replace")`: decoded, as most log readers
    do). All are interleaved over --runs rounds; medians are printed, and the ratios to the
    line read, in CPU seconds (what the work costs: on a shared machine a process's wall
-   time also counts the time it waits for a core) and in wall seconds. Target: about 1 for
-   the long job; the dense log shows the cost per parsed line.
+   time also counts the time it waits for a core) and in wall seconds. Target: about 1; the
+   dense log shows the cost per parsed line.
 3. Peak memory (VmHWM) of a fresh process analysing each 200 MB log, beside that of a
    process that only imports the analyser: it must not grow with the log's size, only with
    its number of processes (each one's state is capped, and so is their number).
@@ -116,15 +119,18 @@ def big_log(path: Path, megabytes: int) -> tuple[int, int]:
     return nodes, ranks
 
 
+def job_init(nodes: int, gpn: int) -> str:
+    """The init lines of a `nodes` x `gpn` job, one rank after the other."""
+    return "".join(rank_block(n, local, nodes, gpn) for n in range(nodes) for local in range(gpn))
+
+
 def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
     """A long training job's log: the init of `nodes` x `gpn` ranks, then every rank's
     collective calls (NCCL_DEBUG_SUBSYS=COLL, what makes NCCL logs big) and training lines,
     until the file reaches `megabytes`. Returns the number of ranks."""
     target = megabytes << 20
     with open(path, "w") as f:
-        for node in range(nodes):
-            for local in range(gpn):
-                f.write(rank_block(node, local, nodes, gpn))
+        f.write(job_init(nodes, gpn))
         step = 0
         while f.tell() < target:
             lines = []
@@ -139,6 +145,31 @@ def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> i
                          f"{5100 + step % 7}")
             f.write("\n".join(lines) + "\n")
             step += 1
+    return nodes * gpn
+
+
+def training_log(path: Path, megabytes: int, nodes: int = 4, gpn: int = 4) -> int:
+    """A training job's log: the init of `nodes` x `gpn` ranks, then each rank's training
+    lines (`[rankN]: ...`, torchrun's prefix) until the file reaches `megabytes`."""
+    target = megabytes << 20
+    ranks = nodes * gpn
+    with open(path, "w") as f:
+        f.write(job_init(nodes, gpn))
+        step = 0
+        while f.tell() < target:
+            f.write("".join(
+                f"[rank{r}]: epoch {step // 500} step {step} loss {2.5 - step / 1e5:.5f} "
+                f"lr 0.00100 grad_norm {0.9 + r / 100:.3f} images/s {5100 + (step + r) % 7}\n"
+                for r in range(ranks)))
+            step += 1
+    return ranks
+
+
+def copies_log(path: Path, megabytes: int, nodes: int = 2, gpn: int = 8) -> int:
+    """One `nodes` x `gpn` job's init log, copied until the file reaches `megabytes`."""
+    one = job_init(nodes, gpn)
+    with open(path, "w") as f:
+        f.write(one * max(1, (megabytes << 20) // len(one)))
     return nodes * gpn
 
 
@@ -232,22 +263,32 @@ def main() -> int:
         small = work / "hosts-16384.log"
         dense = work / f"dense-{args.megabytes}mb.log"
         long = work / f"long-{args.megabytes}mb.log"
+        training = work / f"training-{args.megabytes}mb.log"
+        copies = work / f"copies-{args.megabytes}mb.log"
         sizes = work / f"dense-{args.megabytes}mb.txt"  # its nodes and ranks
-        if not (small.exists() and long.exists() and sizes.exists()):  # --keep: reuse
+        if not all(p.exists() for p in (small, long, training, copies, sizes)):  # --keep: reuse
             hosts_log(small)
             long_job_log(long, args.megabytes)
+            training_log(training, args.megabytes)
+            copies_log(copies, args.megabytes)
             sizes.write_text("%d %d\n" % big_log(dense, args.megabytes))
         nodes, ranks = (int(x) for x in sizes.read_text().split())
         floors = (("read lines", read_lines), ("read blocks", read_blocks),
                   ("read text lines", read_text_lines), ("check-log", analyse))
-        cli(small), analyse(small), read_lines(dense), read_lines(long)  # warm caches, imports
+        bigs = ((long, "long job: 64 ranks' init, then collective and training lines"),
+                (training, "training job: 16 ranks' init, then [rankN]: training lines"),
+                (copies, "copies of one 16-rank job's init log"),
+                (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes"))
+        cli(small), analyse(small)  # warm caches, imports
+        for big, _ in bigs:
+            read_lines(big)
         t_cli, t_small = [], []
         t_big: dict[Path, dict[str, list[Timer]]] = {b: {k: [] for k, _ in floors}
-                                                     for b in (long, dense)}
+                                                     for b, _ in bigs}
         for _ in range(args.runs):
             t_cli.append(cli(small))
             t_small.append(analyse(small))
-            for big in (long, dense):
+            for big, _ in bigs:
                 for name, fn in floors:
                     t_big[big][name].append(fn(big))
         med = statistics.median
@@ -261,8 +302,7 @@ def main() -> int:
               f"{m(t_cli, 'wall'):.2f} s wall")
         print(f"  analysis + JSON, in-process:     {m(t_small, 'cpu'):.2f} s CPU, "
               f"{m(t_small, 'wall'):.2f} s wall")
-        for big, what in ((long, "long job: 64 ranks' init, then collective and training lines"),
-                          (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes")):
+        for big, what in bigs:
             size = os.path.getsize(big) / 1e6
             t = t_big[big]
             print(f"{size:.0f} MB log ({what}), median of {args.runs} interleaved rounds:")

@@ -16,11 +16,15 @@ Design:
   scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
   skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
   is counted. A pass runs only on blocks that hold a byte all its matches need (`_GATES`),
-  and a run of one process's channel lines is counted in one step (`_channel_run`).
-  `feed()` (one line) applies the same passes to its line, so line-by-line and block reads
-  give the same answer. Lines are cut at MAX_LINE_CHARS, processes capped at MAX_PROCESSES,
-  every per-process list is capped, and a stream that turns out to be binary (`/dev/zero`)
-  is stopped after a few MiB.
+  and is searched lazily, from the last line read and no further than _SEARCH_BYTES ahead,
+  so text taken in one step is not searched: a run of one process's channel lines
+  (`_channel_run`), and text that repeats the text before it (a log concatenated from
+  copies of one job's log, one line written over and over: `_repeat` reads two copies and,
+  if the second only moved counts and line numbers, adds that change once per remaining
+  copy). `feed()` (one line) applies the same passes to its line, so line-by-line and block
+  reads give the same answer. Lines are cut at MAX_LINE_CHARS, processes capped at
+  MAX_PROCESSES, every per-process list is capped, and a stream that turns out to be binary
+  (`/dev/zero`) is stopped after a few MiB.
 - Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
   redacted, `<cluster_name>`, or empty) and mapped to a global rank by `comm 0x... rank N
   nranks M` lines (the communicator with the most ranks wins). Outer prefixes written by
@@ -55,6 +59,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -147,13 +152,19 @@ WARNING_CODES: tuple[str, ...] = (
 
 MAX_LINE_CHARS = 16384  # longer lines are cut (NCCL's own buffer is 1024 bytes)
 MAX_PROCESSES = 65536
-BLOCK_BYTES = 1 << 20  # feed_stream reads this much at a time
+BLOCK_BYTES = 1 << 20  # feed_stream reads this much at a time, and tells text from binary
+SCAN_BLOCKS = 4  # plain text is scanned this many blocks at a time (more copies of a period)
 BINARY_STOP_BYTES = 4 << 20  # this many bytes of binary data in a row end a stream
 _MAX_ITEMS = 16  # devices, interfaces, nets per process
 _MAX_NCCL_WARNINGS = 5  # raw NCCL WARN messages kept per process
 _MAX_ENV = 64  # echoed env settings kept per process (and for the job)
 _MAX_RANKS_SEEN = 1024  # world ranks one process drives (one process may drive 8 GPUs)
 _MAX_HOST = 255  # a host name longer than a DNS name is not one
+_MAX_SEEN_LINES = 4096  # parsed lines remembered per block, to notice text that repeats
+_MAX_SEEN_LINE = 1024  # bytes: longer lines are not remembered (NCCL's own are shorter)
+_MAX_REPEAT_PROCS = 8192  # beyond this many processes, repeated text is read as usual
+_GALLOP_BYTES = 1 << 16  # counting copies compares at most about twice this at a time
+_SEARCH_BYTES = 1 << 18  # the passes search this much text at a time (_scan_range)
 
 # --------------------------------------------------------------------------------------------
 # Regular expressions. Each one is written so that a value cut short by truncation is not
@@ -181,8 +192,17 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
-_OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
-               r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
+# At most one alternative can match at a place (they start differently), and what follows
+# (a head) never starts with what an alternative could give back, so backtracking into them
+# never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
+# 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
+_OUTER_HEAD_PLAIN = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
+                     r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
+_OUTER_HEAD = _OUTER_HEAD_PLAIN
+if sys.version_info >= (3, 11):
+    _OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
+                   r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
+                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ ){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
 _BARE_START = r"(?=[\[ |0-9A-Z]|nccl|comm 0x|rank )"
@@ -1156,6 +1176,103 @@ class _Proc:
         return None
 
 
+_COUNT_SLOTS = frozenset({"lines", "net_channels"})
+_SEQ_SLOTS = frozenset(n for n in _Proc.__slots__ if n.endswith("_seq"))
+
+
+def _copied(value: Any) -> Any:
+    return value.copy() if isinstance(value, (list, set, dict)) else value
+
+
+@dataclass
+class _State:
+    """What LogAnalyser._repeat compares before and after reading one copy of repeated text:
+    the processes that copy touched (all their fields), every process's line count, and
+    the analyser's own counts and collections."""
+
+    n_procs: int
+    lines: list[int]
+    touched: dict[int, tuple]  # index in _procs -> that process's field values
+    counts: tuple[int, ...]  # NCCL lines, libibverbs warnings, dropped processes
+    lf_providers: dict[str, int]
+    fixed: tuple  # what a repeat must leave as it is
+
+    @classmethod
+    def of(cls, a: "LogAnalyser", src: str, touched: list[int]) -> "_State":
+        procs = list(a._procs.values())
+        return cls(
+            n_procs=len(procs),
+            lines=[p.lines for p in procs],
+            touched={i: tuple(_copied(getattr(procs[i], n)) for n in _Proc.__slots__)
+                     for i in touched if i < len(procs)},
+            counts=(a._nccl_lines, a._ibverbs_no_driver, a._dropped_procs),
+            lf_providers=dict(a._lf_providers),
+            fixed=(list(a._ibverbs_hosts), {k: list(v) for k, v in a._lf_by_pid.items()},
+                   {k: set(v) for k, v in a._log_env.items()}, a._n_prefixes,
+                   len(a._prefixes), len(a._prefixes.get(src, ()))),
+        )
+
+
+@dataclass
+class _StateChange:
+    """What reading one more copy of repeated text did, when it only counted: per touched
+    process its line-count and channel-count steps and the `*_seq` fields that moved by
+    its line-count step; the analyser's count steps. `apply` adds that change n times."""
+
+    procs: list[tuple[int, int, int, tuple[str, ...]]]  # index, lines, channels, seqs
+    counts: tuple[int, ...]
+    lf_providers: dict[str, int]
+
+    @classmethod
+    def between(cls, before: _State, after: _State) -> "_StateChange | None":
+        """The change, or None if anything but counts and line numbers changed."""
+        if before.n_procs != after.n_procs or before.fixed != after.fixed \
+                or before.lf_providers.keys() != after.lf_providers.keys() \
+                or before.touched.keys() != after.touched.keys():
+            return None
+        for i, (x, y) in enumerate(zip(before.lines, after.lines)):
+            if x != y and i not in before.touched:
+                return None
+        return cls._of(before, after)
+
+    @classmethod
+    def _of(cls, before: _State, after: _State) -> "_StateChange | None":
+        names = _Proc.__slots__
+        line_at, chan_at = names.index("lines"), names.index("net_channels")
+        procs = []
+        for i, old in before.touched.items():
+            new = after.touched[i]
+            step = new[line_at] - old[line_at]
+            seqs = []
+            for name, x, y in zip(names, old, new):
+                if x == y or name in _COUNT_SLOTS:
+                    continue
+                if name in _SEQ_SLOTS and y - x == step:
+                    seqs.append(name)
+                    continue
+                return None  # a fact changed: this copy was not a pure repeat
+            procs.append((i, step, new[chan_at] - old[chan_at], tuple(seqs)))
+        return cls(procs=procs,
+                   counts=tuple(y - x for x, y in zip(before.counts, after.counts)),
+                   lf_providers={k: after.lf_providers[k] - v
+                                 for k, v in before.lf_providers.items()})
+
+    def apply(self, a: "LogAnalyser", times: int) -> None:
+        procs = list(a._procs.values())
+        for i, step, channels, seqs in self.procs:
+            p = procs[i]
+            p.lines += step * times
+            p.net_channels += channels * times
+            for name in seqs:
+                setattr(p, name, getattr(p, name) + step * times)
+        a._nccl_lines += self.counts[0] * times
+        a._ibverbs_no_driver += self.counts[1] * times
+        a._dropped_procs += self.counts[2] * times
+        for k, v in self.lf_providers.items():
+            if v:
+                a._lf_providers[k] += v * times
+
+
 def _attempted_from_env(env: Mapping[str, str]) -> Transport | None:
     name = env.get("NCCL_NET")
     return _net_kind(name.strip().strip("'\"")) if name else None
@@ -1236,6 +1353,7 @@ class LogAnalyser:
         # source -> text before " NCCL " -> its process: a prefix is parsed once
         self._prefixes: dict[str, dict[str, _Proc]] = {}
         self._n_prefixes = 0
+        self.repeated_bytes = 0  # text counted as copies of the text before it (_repeat)
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -1272,10 +1390,23 @@ class LogAnalyser:
         carry = b""  # the start of a line that the next block ends
         skipping = False  # inside an over-long line: drop bytes up to the next newline
         binary_run = 0
+        pending = b""  # a block read ahead that was not plain text
         while True:
-            raw = stream.read(block_bytes)
+            raw, pending = pending or stream.read(block_bytes), b""
             if not raw:
                 break
+            if b"\0" not in raw and raw.isascii():  # plain text: read on, scan it as one
+                parts = [raw]
+                while len(parts) < SCAN_BLOCKS:
+                    more = stream.read(block_bytes)
+                    if not more:
+                        break
+                    if b"\0" in more or not more.isascii():
+                        pending = more
+                        break
+                    parts.append(more)
+                if len(parts) > 1:
+                    raw = b"".join(parts)
             stats.bytes_read += len(raw)
             block = raw
             if b"\0" in raw or not raw.isascii():  # C-speed tests; else plain ASCII text
@@ -1346,56 +1477,142 @@ class LogAnalyser:
 
     def _scan(self, data: bytes, src: str, lo: int, hi: int) -> None:
         """Parse the lines of `data[lo:hi]` (whole lines) that a trigger pass finds, decoding
-        only those; the rest is skipped at the regex engine's speed."""
-        hits: list[int] = []
-        for rx, gate, bare in _SCAN:
-            if gate is not None and data.find(gate, lo, hi) < 0:
-                continue  # no match possible in this block
-            if bare:
-                hits += [m.start() + 1 for m in rx.finditer(data, lo, hi)]
-            else:
-                hits += [m.start() for m in rx.finditer(data, lo, hi)]
-        if _FIRST_LINE.match(data, lo, hi):
-            hits.append(lo)
-        if not hits:
-            return
-        hits.sort()
+        only those; the rest is skipped at the regex engine's speed. Text that repeats the
+        text just before it (a log concatenated from copies, one line printed over and
+        over) is read twice and then counted (`_repeat`)."""
         prefixes = self._prefixes.get(src)
         if prefixes is None:
             prefixes = self._prefixes[src] = {}
+        seen: dict[bytes, int] = {}  # a parsed line -> where it started, in this block
+        pos = lo
+        while pos < hi:
+            found = self._scan_range(data, src, pos, hi, prefixes, seen)
+            if found is None:
+                return
+            pos = self._repeat(data, src, found[0], found[1], hi, prefixes)
+
+    def _scan_range(self, data: bytes, src: str, lo: int, hi: int, prefixes: dict[str, "_Proc"],
+                    seen: dict[bytes, int] | None) -> tuple[int, int] | None:
+        """The hits of `data[lo:hi]`, line by line, in windows of about _SEARCH_BYTES: the
+        passes search a window only when reading gets there, so text that a channel run
+        or `_repeat` takes in one step is not searched. With `seen`, stops before a parsed
+        line whose text was parsed before at an earlier place that it may repeat, and
+        returns (its start, the earlier start)."""
         rfind, find = data.rfind, data.find
-        end = -1
-        for p in hits:
-            if p <= end:
-                continue  # another hit on the line just parsed
-            e = find(b"\n", p, hi)
-            if e < 0:
-                e = hi
-            start = rfind(b"\n", 0, p) + 1
-            text = data[start:e].decode("utf-8", "replace")
-            end = e
-            if len(text) > MAX_LINE_CHARS or not text.isprintable():
-                self._line(text, src)
-                continue
-            # The usual line: a process seen before, with its prefix (as in _piece).
-            i = text.find(" NCCL ")
-            if i < 0:
-                self._piece(text, src)
-                continue
-            proc = prefixes.get(text[:i])
-            if proc is None or text.find("NCCL ", i + 6) >= 0 or "lib" in text or "=" in text:
-                self._piece(text, src)
-                continue
-            j = text.find(" ", i + 6)
-            self._nccl_lines += 1
-            if j < 0:
-                proc.take(text[i + 6:], "")
-                continue
-            msg = text[j + 1:]
-            proc.take(text[i + 6:j], msg)
-            if j == i + 10 and e < hi and msg.startswith(("Channel", "Ring")) \
-                    and text[i + 6:j] == "INFO":
-                end = self._channel_run(data, start, e, hi, text, i, msg, proc)
+        pos = lo
+        while pos < hi:
+            h = hi if pos + _SEARCH_BYTES >= hi else find(b"\n", pos + _SEARCH_BYTES, hi) + 1 or hi
+            hits: list[int] = []
+            for rx, gate, bare in _SCAN:
+                if gate is not None and find(gate, pos, h) < 0:
+                    continue  # no match possible in this window
+                if bare:  # its match starts at the \n before the line
+                    hits += [m.start() + 1 for m in rx.finditer(data, pos, h)]
+                else:
+                    hits += [m.start() for m in rx.finditer(data, pos, h)]
+            if _FIRST_LINE.match(data, pos, h):  # the window's first line (no \n before)
+                hits.append(pos)
+            hits.sort()
+            end = pos - 1
+            for p in hits:
+                if p <= end:
+                    continue  # another hit on a line already read
+                e = find(b"\n", p, hi)
+                if e < 0:
+                    e = hi
+                start = rfind(b"\n", 0, p) + 1
+                end = self._hit(data, src, start, e, hi, prefixes, seen)
+                if end < 0:  # a line that may repeat earlier text: the caller decides
+                    return start, -end - 1
+                if end >= h:
+                    break  # a channel run read past the window
+            pos = max(h, end + 1)
+        return None
+
+    def _hit(self, data: bytes, src: str, start: int, e: int, hi: int,
+             prefixes: dict[str, "_Proc"], seen: dict[bytes, int] | None) -> int:
+        """Parse the line `data[start:e]`; return where the text it read ends (a channel
+        run reads on), or -1 - q when `seen` says the line was parsed at q before (it is not
+        parsed then)."""
+        if seen is not None and e - start <= _MAX_SEEN_LINE:
+            line = data[start:e]
+            q = seen.get(line)
+            if q is not None and q < start and start + 2 * (start - q) <= hi:
+                seen[line] = start
+                if data.startswith(line, 2 * start - q, hi):  # the same line a period on
+                    return -1 - q
+            elif len(seen) < _MAX_SEEN_LINES:
+                seen[line] = start
+        text = data[start:e].decode("utf-8", "replace")
+        if len(text) > MAX_LINE_CHARS or not text.isprintable():
+            self._line(text, src)
+            return e
+        # The usual line: a process seen before, with its prefix (as in _piece).
+        i = text.find(" NCCL ")
+        if i < 0:
+            self._piece(text, src)
+            return e
+        proc = prefixes.get(text[:i])
+        if proc is None or text.find("NCCL ", i + 6) >= 0 or "lib" in text or "=" in text:
+            self._piece(text, src)
+            return e
+        j = text.find(" ", i + 6)
+        self._nccl_lines += 1
+        if j < 0:
+            proc.take(text[i + 6:], "")
+            return e
+        msg = text[j + 1:]
+        proc.take(text[i + 6:j], msg)
+        if j == i + 10 and e < hi and msg.startswith(("Channel", "Ring")) \
+                and text[i + 6:j] == "INFO":
+            return self._channel_run(data, start, e, hi, text, i, msg, proc)
+        return e
+
+    def _repeat(self, data: bytes, src: str, s: int, q: int, hi: int,
+                prefixes: dict[str, "_Proc"]) -> int:
+        """`data[s:]` may repeat `data[q:s]`, which was just read (a log made of copies of
+        one job's log, or one line written over and over). Count the copies at C speed;
+        read the first two as usual and compare the state before and after the second:
+        if it changed only by counts and line numbers (its processes saw the same
+        messages again, so every fact they hold was already there), the remaining copies
+        are applied as that change times their number. Otherwise they are read as usual.
+        Returns where reading goes on."""
+        unit = data[q:s]
+        n = len(unit)
+        copies, at = 0, s
+        chunk, k = unit, 1
+        while data.startswith(chunk, at, hi):  # gallop: 1, 2, 4, ... copies at a time
+            copies += k
+            at += len(chunk)
+            if len(chunk) <= _GALLOP_BYTES:
+                chunk, k = chunk + chunk, k * 2
+        while k > 1:  # then back down: fewer than k copies are left
+            k //= 2
+            chunk = chunk[:n * k]
+            if data.startswith(chunk, at, hi):
+                copies += k
+                at += len(chunk)
+        if copies < 3 or len(self._procs) > _MAX_REPEAT_PROCS \
+                or len(self._lf_by_pid) > _MAX_REPEAT_PROCS:
+            if not copies:  # only the line repeats: read a period's length as usual, so
+                # that comparing periods costs at most the length of the text
+                at = data.find(b"\n", min(s + n, hi) - 1, hi) + 1 or hi
+            self._scan_range(data, src, s, at, prefixes, None)
+            return at
+        procs = list(self._procs.values())
+        lines = [p.lines for p in procs]
+        self._scan_range(data, src, s, s + n, prefixes, None)  # the first copy
+        procs = list(self._procs.values())
+        touched = [i for i, p in enumerate(procs) if i >= len(lines) or p.lines != lines[i]]
+        before = _State.of(self, src, touched)
+        self._scan_range(data, src, s + n, s + 2 * n, prefixes, None)  # the second
+        change = _StateChange.between(before, _State.of(self, src, touched))
+        if change is None:  # not a pure repeat after all: read every copy
+            self._scan_range(data, src, s + 2 * n, at, prefixes, None)
+        else:
+            change.apply(self, copies - 2)
+            self.repeated_bytes += n * (copies - 2)
+        return at
 
     def _channel_run(self, data: bytes, start: int, e: int, hi: int, text: str, i: int,
                      msg: str, proc: "_Proc") -> int:

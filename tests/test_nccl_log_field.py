@@ -525,6 +525,134 @@ def test_line_by_line_and_block_reads_agree(case, block):
     assert a.result().to_dict() == b.result().to_dict()
 
 
+def _by_lines_and_by_blocks(body: bytes, block: int) -> tuple[LogAnalyser, LogAnalyser]:
+    a = LogAnalyser(source="x")
+    for line in io.BytesIO(body):  # lines end at LF only
+        a.feed(line)
+    b = LogAnalyser(source="x")
+    stats = b.feed_stream(io.BytesIO(body), block_bytes=block)
+    assert stats.bytes_read == len(body) and stats.lines == a._lines
+    return a, b
+
+
+def _same_answer(a: LogAnalyser, b: LogAnalyser) -> None:
+    va, vb = a.result(), b.result()
+    assert va.to_dict() == vb.to_dict()
+    # what the verdict is made of, beyond what --json shows: every process's events
+    # (line counts, channel counts and the line numbers that order a choice and a failure)
+    assert [(p.lines, p.net_channels, p.sel_seq, p.chan_seq, p.err_seq, p.complete_seq,
+             p.top_seq, p.fatal_seq, p.weak_seq, p.provider_seq) for p in a._procs.values()] \
+        == [(p.lines, p.net_channels, p.sel_seq, p.chan_seq, p.err_seq, p.complete_seq,
+             p.top_seq, p.fatal_seq, p.weak_seq, p.provider_seq) for p in b._procs.values()]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("block", [4096, 1 << 20])
+def test_a_log_made_of_copies_reads_like_line_by_line(case, block):
+    # a big log is often one job's log many times over (a benchmark, a concatenation):
+    # block reads count copies after reading two, and must answer as reading every line
+    one = L.to_bytes(CASES[case]())
+    body = one * 40
+    a, b = _by_lines_and_by_blocks(body, block)
+    _same_answer(a, b)
+    if block == 1 << 20:  # the copies fit in a block: most of them were counted, not read
+        assert b.repeated_bytes > len(body) // 2
+
+
+REPEATED_LINES = {
+    "using": "nid000001:7:7 [0] NCCL INFO Using network IB",
+    "channel": "nid000001:7:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via NET/IB/0/GDRDMA",
+    "warn": "nid000001:7:7 [0] misc/ibvwrap.cc:123 NCCL WARN Call to ibv_create_qp failed",
+    "chain": "nid000001:7:7 [0] NCCL INFO transport/net_ib.cc:921 -> 2",
+    "env": "nid000001:7:7 [0] NCCL INFO NCCL_PROTO set by environment to ^LL128",
+    "libfabric": "libfabric:77:1700000000::cxi:core:cxip_ep_enable():123<warn> nid000001: x",
+    "ibverbs": "libibverbs: Warning: no userspace device-specific driver found for /sys/x",
+    "setting": "+ export FI_PROVIDER=cxi NCCL_NET='AWS Libfabric'",
+    "bare": "[1,0]<stdout>:NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED_LINES))
+def test_one_line_written_over_and_over_counts_every_time(name):
+    # a stuck loop or a generated log repeats one line: it is counted in bulk, and the
+    # counts and the order of events are those of reading every line
+    head = L.to_bytes(L.interleave(job(L.ib_rank, nodes=2, gpn=1), 0))
+    line = REPEATED_LINES[name].encode() + b"\n"
+    body = head + line * 20000 + head + line * 3
+    a, b = _by_lines_and_by_blocks(body, 1 << 20)
+    _same_answer(a, b)
+    assert b.repeated_bytes > len(line) * 10000
+
+
+def test_text_that_almost_repeats_is_read():
+    # copies that differ in one line (the last copy fails), lines that repeat at a regular
+    # distance with different text between them, and copies that alternate a setting:
+    # each copy that is not a pure repeat must be read, and the answer stays exact
+    one = L.interleave(job(L.ib_rank, nodes=2, gpn=2), 0)
+    bad = list(one)
+    bad[len(bad) // 2] = bad[len(bad) // 2].replace("Using network IB", "Using network Socket")
+    every = []
+    for i in range(3000):
+        every += [one[0], f"[rank0]: step {i} loss {1 / (i + 1):.5f}"]
+    flip = []
+    for i in range(200):
+        flip += one[:3] + [L.info("nid000000", 40000, 0, L.env_echo("NCCL_ALGO", "Ring" if i % 2
+                                                                    else "Tree"))]
+    for lines in (one * 30 + bad + one * 5, every, flip):
+        body = L.to_bytes(lines)
+        for block in (4096, 1 << 20):
+            a, b = _by_lines_and_by_blocks(body, block)
+            _same_answer(a, b)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_copies_of_random_pieces_read_like_line_by_line(seed):
+    # logs glued from pieces of the test logs, each piece copied 1 to 300 times, some cut
+    # mid-way: copies start and end anywhere relative to blocks and windows
+    import random
+
+    rnd = random.Random(seed)
+    pieces = [L.to_bytes(CASES[c]()) for c in sorted(CASES)]
+    pieces += [(line + "\n").encode() for line in REPEATED_LINES.values()]
+    pieces.append(L.to_bytes(L.interleave(job(L.failing_rank, case="socket-wrong-type"), 3)))
+    body = b""
+    while len(body) < rnd.choice([20000, 300000]):
+        piece = rnd.choice(pieces)
+        if rnd.random() < 0.3:
+            lines = piece.splitlines(keepends=True)
+            i = rnd.randrange(len(lines))
+            piece = b"".join(lines[i:rnd.randrange(i, len(lines) + 1)])
+        body += piece * rnd.choice([1, 1, 2, 3, 5, 50, 300])
+    for block in (rnd.choice([64, 4096, 65536]), 1 << 20):
+        _same_answer(*_by_lines_and_by_blocks(body, block))
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="possessive quantifiers: Python 3.11")
+def test_possessive_outer_prefix_accepts_the_same_lines():
+    # Python >= 3.11 scans for stripped lines with possessive quantifiers (no backtracking):
+    # the lines it finds must be exactly those the plain pattern (Python 3.10) finds
+    import re
+
+    import runner.nccl_log as N
+
+    plain = re.compile(r"%s(?:%s)" % (N._OUTER_HEAD_PLAIN, N._MSG_HEADS))
+    fast = re.compile(r"%s(?:%s)" % (N._OUTER_HEAD, N._MSG_HEADS))
+    assert plain.pattern != fast.pattern
+    heads = ["NET/IB : Using [0]mlx5_0:1/IB", "Using network IB", "comm 0x1 rank 0 nranks 2",
+             "NCCL version 2.21.5", "rank 3 nranks 8", "NCCL_PROTO set by environment to x",
+             "epoch 3 step 10", "", "nid01:1:1 [0] NCCL INFO Using network IB"]
+    outers = ["", "[1,0]<stdout>:", "[1,0]<stdout>: ", "[rank0]:", "[rank0]: ", "[x] ", "[]",
+              "12: ", "12:", "1234567: ", "    3: ", "     3: ", " | 2024-01-02T03:04:05.678Z | ",
+              "  | x |", "2024-01-02T03:04:05.678+01:00 ", "2024-01-02 03:04:05,678 ",
+              "2024-01-02T03:04:05.6789012345678Z ", "[" + "a" * 80 + "] ", "[" + "a" * 81 + "] ",
+              "| " + "b" * 41 + "| ", "[a]:[b]: 3: ", "[a] [b] [c] [d] ", "[a]<stderr>:<stdout>:"]
+    lines = [o1 + o2 + h for o1 in outers for o2 in ("", "[r] ", "7: ", " | y | ") for h in heads]
+    lines += [line for make in CASES.values() for line in make()]  # every shape of test log
+    assert len(lines) > 1000
+    for line in lines:
+        assert bool(plain.match(line)) == bool(fast.match(line)), line
+
+
 def _channel_run_log() -> bytes:
     """Two ranks whose channel lines come in long runs (one process after the other, as one
     file per rank or a big job's init prints them). Each run holds one line that must not
