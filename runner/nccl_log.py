@@ -1484,20 +1484,14 @@ class LogAnalyser:
         if prefixes is None:
             prefixes = self._prefixes[src] = {}
         seen: dict[bytes, int] = {}  # a parsed line -> where it started, in this block
-        pos = lo
-        while pos < hi:
-            found = self._scan_range(data, src, pos, hi, prefixes, seen)
-            if found is None:
-                return
-            pos = self._repeat(data, src, found[0], found[1], hi, prefixes)
+        self._scan_range(data, src, lo, hi, prefixes, seen)
 
     def _scan_range(self, data: bytes, src: str, lo: int, hi: int, prefixes: dict[str, "_Proc"],
-                    seen: dict[bytes, int] | None) -> tuple[int, int] | None:
+                    seen: dict[bytes, int] | None) -> None:
         """The hits of `data[lo:hi]`, line by line, in windows of about _SEARCH_BYTES: the
         passes search a window only when reading gets there, so text that a channel run
-        or `_repeat` takes in one step is not searched. With `seen`, stops before a parsed
-        line whose text was parsed before at an earlier place that it may repeat, and
-        returns (its start, the earlier start)."""
+        or `_repeat` takes in one step is not searched. With `seen`, a parsed line whose
+        text was parsed before, at a place whose text may repeat, goes to `_repeat`."""
         rfind, find = data.rfind, data.find
         pos = lo
         while pos < hi:
@@ -1522,12 +1516,11 @@ class LogAnalyser:
                     e = hi
                 start = rfind(b"\n", 0, p) + 1
                 end = self._hit(data, src, start, e, hi, prefixes, seen)
-                if end < 0:  # a line that may repeat earlier text: the caller decides
-                    return start, -end - 1
+                if end < 0:  # a line that may start a copy of the text before it
+                    end = self._repeat(data, src, start, -end - 1, hi, prefixes) - 1
                 if end >= h:
-                    break  # a channel run read past the window
+                    break  # a channel run or copies read past the window
             pos = max(h, end + 1)
-        return None
 
     def _hit(self, data: bytes, src: str, start: int, e: int, hi: int,
              prefixes: dict[str, "_Proc"], seen: dict[bytes, int] | None) -> int:
@@ -1592,8 +1585,9 @@ class LogAnalyser:
             if data.startswith(chunk, at, hi):
                 copies += k
                 at += len(chunk)
-        if copies < 3 or len(self._procs) > _MAX_REPEAT_PROCS \
-                or len(self._lf_by_pid) > _MAX_REPEAT_PROCS:
+        # Comparing states costs about a step per process: it must buy more than it costs
+        size = len(self._procs) + len(self._lf_by_pid)
+        if copies < 3 or size > _MAX_REPEAT_PROCS or (copies - 2) * n < 64 * size:
             if not copies:  # only the line repeats: read a period's length as usual, so
                 # that comparing periods costs at most the length of the text
                 at = data.find(b"\n", min(s + n, hi) - 1, hi) + 1 or hi
