@@ -19,6 +19,7 @@ from .image_plan import plan_build
 from .image_preflight import preflight
 from .profile_loader import load_profile
 from .validate import BUILD_ARG_NAME, matches
+from .version_option import version_option
 
 EPILOG = """\b
 Examples:
@@ -51,6 +52,7 @@ def _parse_build_args(values: tuple[str, ...]) -> dict[str, str]:
               help="Use this profile file instead of looking up SITE.")
 @click.option("--dry-run", is_flag=True,
               help="Print the rendered definition and the exact build command; build nothing.")
+@version_option
 @click.option("--force", is_flag=True,
               help="Rebuild even if the image is up to date (or was not built by build-image).")
 @click.option("--submit", is_flag=True,

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from .entry import run_command
+from .version_option import version_option
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -34,16 +35,6 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """`--version`: the version and where the code and bundled data were loaded from."""
-    if not value or ctx.resilient_parsing:
-        return
-    from .resources import version_report
-
-    click.echo(version_report(), nl=False)
-    ctx.exit()
-
-
 @click.group(
     cls=LazyGroup,
     context_settings=CONTEXT,
@@ -57,8 +48,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         "job-end": "runner.job_end_cmd:job_end",
     },
 )
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
-              help="Show the version, how fabrikit is installed and where its bundled data is, then exit.")
+@version_option
 def fabrikit() -> None:
     """fabrikit: PyTorch on Slurm over Slingshot or InfiniBand, in Apptainer, provably fast.
 

@@ -15,6 +15,7 @@ from .errors import UserError
 from .profile_loader import LoadedProfile, load_profile, site_name_of
 from .request import LaunchRequest, build_request, host_library_binds
 from .run_dir import LaunchRecord  # the record is built for --dry-run too: one shape for every launch
+from .version_option import version_option
 
 EPILOG = """\b
 Examples:
@@ -50,6 +51,7 @@ then $FABRIKIT_SITES (colon-separated dirs), ~/.config/fabrikit/bindings/, bundl
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Resubmit the run in this directory with its settings; training continues from its newest complete checkpoint.")
 @click.option("--dry-run", is_flag=True, help="Print the batch script (or local agent commands) and exit.")
+@version_option
 @click.argument("job", nargs=-1, type=click.UNPROCESSED, metavar="[-- JOB_SCRIPT ARGS...]")
 def run_multinode(site: str | None, profile_file: Path | None, nodes: int | None, gpus_per_node: int | None,
                   nproc_per_node: int | None, partition: str | None, account: str | None, time_limit: str | None,

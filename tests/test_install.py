@@ -42,9 +42,11 @@ def test_bundled_data_is_this_checkout_in_an_editable_install() -> None:
         f"bundled data found at {places}: reinstall this checkout with `pip install -e .`")
 
 
-def test_version_names_the_install_and_every_data_folder() -> None:
-    result = cli("--version", prog="fabrikit")
-    assert result.returncode == 0, result.stderr
+@pytest.mark.parametrize("prog", ["fabrikit", "run-multinode", "build-image"])
+def test_version_names_the_install_and_every_data_folder(prog: str) -> None:
+    # every console script answers --version the same way (and does nothing else)
+    result = cli("--version", prog=prog)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
     from runner import __version__
 
     first, *rest = result.stdout.splitlines()
