@@ -162,7 +162,7 @@ def parse_container_options(fields: list[tuple[Value, int]], i: int) -> tuple[li
             key = CONTAINER_SHORT.get(letters[0], letters[0])
             if key in CONTAINER_WITH_ARG:
                 if len(letters) > 1:
-                    value = Value(letters[1:], fields[i][0].unresolved)
+                    value = fields[i][0]._replace(text=letters[1:])
                     i += 1
                 elif i + 1 < len(fields):
                     value = fields[i + 1][0]

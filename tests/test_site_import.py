@@ -256,3 +256,17 @@ def test_per_gpu_cpu_masks_become_launcher_cpu_bind_masks(tmp_path: Path) -> Non
     assert load_profile(str(out), is_path=True).profile.launcher.cpu_bind_masks == []
     hazard = next(h for h in json.loads(result.stdout)["hazards"] if h["code"] == "cpu-bind-mask")
     assert "not carried (3 masks for 4 GPUs per node)" in hazard["message"]
+
+
+def test_short_option_with_attached_value_keeps_where_it_came_from() -> None:
+    # `-B$LIBS` and `--bind=$LIBS` are the same bind: both keep what the script could not
+    # resolve and which names came from the importing shell's environment
+    from runner.command_options import parse_container_options
+    from runner.shell_expand import Value
+
+    word = Value("${LIBS}", ("LIBS",), ("LIBS",))
+    for fields in ([(word._replace(text="-B" + word.text), 3), (Value("img.sif"), 3)],
+                   [(word._replace(text="--bind=" + word.text), 3), (Value("img.sif"), 3)]):
+        options, image_at = parse_container_options(fields, 0)
+        assert image_at == 1 and [o.name for o in options] == ["bind"]
+        assert options[0].value == word
