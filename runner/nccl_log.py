@@ -16,8 +16,8 @@ Design:
   scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
   skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
   is counted. A pass runs only on blocks that hold a byte all its matches need (`_GATES`),
-  and is searched lazily, from the last line read and no further than _SEARCH_BYTES ahead,
-  so text taken in one step is not searched: a run of one process's channel lines
+  and searches a window of _SEARCH_BYTES only when reading reaches it, so text taken in one
+  step is not searched: a run of one process's channel lines
   (`_channel_run`), and text that repeats the text before it (a log concatenated from
   copies of one job's log, one line written over and over: `_repeat` reads two copies and,
   if the second only moved counts and line numbers, adds that change once per remaining
@@ -1233,10 +1233,6 @@ class _StateChange:
         for i, (x, y) in enumerate(zip(before.lines, after.lines)):
             if x != y and i not in before.touched:
                 return None
-        return cls._of(before, after)
-
-    @classmethod
-    def _of(cls, before: _State, after: _State) -> "_StateChange | None":
         names = _Proc.__slots__
         line_at, chan_at = names.index("lines"), names.index("net_channels")
         procs = []
@@ -1395,7 +1391,8 @@ class LogAnalyser:
             raw, pending = pending or stream.read(block_bytes), b""
             if not raw:
                 break
-            if b"\0" not in raw and raw.isascii():  # plain text: read on, scan it as one
+            plain = b"\0" not in raw and raw.isascii()  # C-speed tests
+            if plain:  # plain ASCII text: read on while it stays plain, scan it as one
                 parts = [raw]
                 while len(parts) < SCAN_BLOCKS:
                     more = stream.read(block_bytes)
@@ -1409,7 +1406,7 @@ class LogAnalyser:
                     raw = b"".join(parts)
             stats.bytes_read += len(raw)
             block = raw
-            if b"\0" in raw or not raw.isascii():  # C-speed tests; else plain ASCII text
+            if not plain:
                 block = raw.translate(None, _CTRL_BYTES)  # control bytes go, as feed drops them
                 if len(raw) - len(block) > len(raw) // 20:  # >5% control bytes: not text
                     binary_run += len(raw)
@@ -1527,8 +1524,8 @@ class LogAnalyser:
         """Parse the line `data[start:e]`; return where the text it read ends (a channel
         run reads on), or -1 - q when `seen` says the line was parsed at q before (it is not
         parsed then)."""
+        line = data[start:e]
         if seen is not None and e - start <= _MAX_SEEN_LINE:
-            line = data[start:e]
             q = seen.get(line)
             if q is not None and q < start and start + 2 * (start - q) <= hi:
                 seen[line] = start
@@ -1536,7 +1533,7 @@ class LogAnalyser:
                     return -1 - q
             elif len(seen) < _MAX_SEEN_LINES:
                 seen[line] = start
-        text = data[start:e].decode("utf-8", "replace")
+        text = line.decode("utf-8", "replace")
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
             self._line(text, src)
             return e

@@ -535,15 +535,16 @@ def _by_lines_and_by_blocks(body: bytes, block: int) -> tuple[LogAnalyser, LogAn
     return a, b
 
 
+def _events(a: LogAnalyser) -> list[tuple[int, ...]]:
+    """What a verdict is made of, beyond what --json shows: every process's line and channel
+    counts and the line numbers that order a choice and a failure."""
+    return [(p.lines, p.net_channels, p.sel_seq, p.chan_seq, p.err_seq, p.complete_seq,
+             p.top_seq, p.fatal_seq, p.weak_seq, p.provider_seq) for p in a._procs.values()]
+
+
 def _same_answer(a: LogAnalyser, b: LogAnalyser) -> None:
-    va, vb = a.result(), b.result()
-    assert va.to_dict() == vb.to_dict()
-    # what the verdict is made of, beyond what --json shows: every process's events
-    # (line counts, channel counts and the line numbers that order a choice and a failure)
-    assert [(p.lines, p.net_channels, p.sel_seq, p.chan_seq, p.err_seq, p.complete_seq,
-             p.top_seq, p.fatal_seq, p.weak_seq, p.provider_seq) for p in a._procs.values()] \
-        == [(p.lines, p.net_channels, p.sel_seq, p.chan_seq, p.err_seq, p.complete_seq,
-             p.top_seq, p.fatal_seq, p.weak_seq, p.provider_seq) for p in b._procs.values()]
+    assert a.result().to_dict() == b.result().to_dict()
+    assert _events(a) == _events(b)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
