@@ -42,7 +42,8 @@ Design:
   `NET/OFI No eligible providers`) is not a failure; a plugin that fails before NCCL picks
   another network is a fallback, not a failure.
 - Inter-node traffic: `nNodes N` (NCCL >= 2.18) decides where printed; else `via NET/...`
-  channel lines; else host names (unless redacted), bootstrap addresses and communicator
+  channel lines, unless one host (one name, one address) holds every rank of the
+  communicator; else host names (unless redacted), bootstrap addresses and communicator
   coverage. A job whose communicators all live on one host gets transport `none`.
 - Tolerant: ANSI colours, CR/CRLF, NUL and non-UTF-8 bytes, lines that two writers spliced
   (`...Using netnode2:7:7 [1] NCCL INFO ...`: the cut first part is dropped), truncated last
@@ -207,7 +208,9 @@ if sys.version_info >= (3, 11):
 # this at once instead of entering the repeat, which halves the bare pass.
 _BARE_START = r"(?=[\[ |0-9A-Z]|nccl|comm 0x|rank )"
 _PASS_PATTERNS = (
-    r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)" % _MSG_HEADS,  # NCCL's own lines
+    # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
+    # without NCCL's; pdsh, kubectl or an indent may come before it)
+    r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)|NCCL version \d" % _MSG_HEADS,
     r"via NET/",  # channel and ring lines that cross nodes
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+ -> -?\d",  # error chains
     r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
@@ -275,6 +278,10 @@ _OUTER_PREFIXES = (
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
 )
 
+# `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
+# line alone after a prefix that is no launcher's we know (the line must end with it)
+_PREFIXED_VERSION = re.compile(
+    r"(?:^|\s)(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)\s*$")
 _VERSION = re.compile(r"^(?P<lib>[NR])CCL version\s*:?\s*(?P<v>\d+\.\d+\.\d+)(?![\d.])")
 _PLUGIN_LOADED = re.compile(
     r"^NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \((?P<api>v\d+)\)\s*$")
@@ -1737,9 +1744,13 @@ class LogAnalyser:
             level, msg = "INFO", rest
         else:
             b = _BARE_NCCL.match(rest)
-            if not b:
-                return
-            level, msg = b.group("level"), rest[b.end():]
+            if b:
+                level, msg = b.group("level"), rest[b.end():]
+            else:  # only a whole version line is taken after a prefix we do not know
+                v = _PREFIXED_VERSION.search(rest)
+                if not v:
+                    return
+                level, msg = "INFO", v.group("msg")
         label = labels.get("label")
         host = labels.get("host") or (f"rank{labels['rank']}" if "rank" in labels else None)
         proc = self._proc(("", src, label), host or label or src, None, False, src)
@@ -1887,9 +1898,13 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     made-up host has a real host as a suffix, or is a suffix of one.
 
     1. A host is renamed to the related host that runs the most pids, if that one runs more
-       than it does and is the only such (then merged with the same pid there).
+       than it does and is the only such, and each of its processes can be the one with the
+       same pid there (then they are merged).
     2. Left over (e.g. one rank per node): within one pid, a process is folded into a related
        one with more lines (ties are left alone).
+
+    A process is never folded into one that contradicts it: another rank of the same
+    communicator, or addresses that share none (`gpu1` and `agpu1` are both real hosts).
 
     Related hosts are found through an index of host-name suffixes, so the work is linear in
     the number of processes (times the length of a host name), never pairwise. Works on
@@ -1901,6 +1916,29 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     if len(real) < 2:
         return procs
     pids_on_host = Counter(p.host for p in real)
+    # A cut name's lines were written by the real process: same pid, and nothing that
+    # contradicts it. A host whose names only look related (`node1`, `gnode1`) runs other
+    # pids, or its process has another rank or address.
+    by_host_pid = {(p.host, p.pid): p for p in real}
+    procs_of: dict[str, list[_Proc]] = {}
+    for p in real:
+        procs_of.setdefault(p.host, []).append(p)
+
+    def apart(a: _Proc, b: _Proc) -> bool:
+        ia = {ip for ip in a.ips if not _loopback(ip)}
+        ib = {ip for ip in b.ips if not _loopback(ip)}
+        return (bool(ia) and bool(ib) and ia.isdisjoint(ib)) or (
+            a.nranks is not None and a.nranks == b.nranks
+            and a.ranks_seen.isdisjoint(b.ranks_seen))
+
+    def fits(h: str, H: str) -> bool:
+        """Could every process named `h` be one of `H`'s (the one with its pid)?"""
+        for p in procs_of[h]:
+            q = by_host_pid.get((H, p.pid))
+            if q is None or apart(p, q):
+                return False
+        return True
+
     rename: dict[str, str] = {}
     if len(pids_on_host) > 1 and max(pids_on_host.values()) > 1:
         # Only a host with more pids than another can be a target: index those.
@@ -1912,6 +1950,7 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
         for h, n in pids_on_host.items():
             cands = [H for H in _suffixes(h) if pids_on_host.get(H, 0) > n]
             cands += [H for H in ends_with.get(h, ()) if pids_on_host[H] > n]
+            cands = [H for H in cands if fits(h, H)]
             if cands:
                 best = max(pids_on_host[H] for H in cands)
                 top = {H for H in cands if pids_on_host[H] == best}
@@ -1955,7 +1994,8 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
         for small in group:
             cands = [by_host[s] for s in _suffixes(small.host) if s in by_host]
             cands += ends.get(small.host, ())
-            owners = [g for g in cands if g.lines > small.lines and id(g) not in gone]
+            owners = [g for g in cands if g.lines > small.lines and id(g) not in gone
+                      and not apart(small, g)]
             if owners:
                 owner = min(owners, key=lambda g: order[id(g)])
                 folded.setdefault(id(owner), owner.copy()).absorb(small)
@@ -1969,6 +2009,19 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
             continue
         out.append(folded.get(id(q), q))
     return out
+
+
+def _one_address(ip_lists: Iterable[list[str]]) -> bool:
+    """Do all processes that name addresses share one (a host with two NICs lists both; a
+    second host, even of the same name, has its own)?"""
+    common: set[str] | None = None
+    for ips in ip_lists:
+        mine = {ip for ip in ips if not _loopback(ip)}
+        if mine:
+            common = mine if common is None else common & mine
+            if not common:
+                return False
+    return True
 
 
 def _loopback(ip: str) -> bool:
@@ -2032,16 +2085,26 @@ class _Judge:
             if any(p.nnodes is None and p.net_channels for p in procs):
                 return True, n_ident
             return False, n_ident
-        if any(p.net_channels for p in procs):
-            return True, n_ident
         ips = [ip for p in procs for ip in p.ips]
         ifaces = [i for p in procs for i in p.socket_ifaces]
         if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}):
             return False, max(n_ident, 1)  # loopback reaches no other host
+        # every host named holds the whole communicator
+        whole = bool(ident) and not unknown and bool(world) and all(
+            len(seen) >= world for seen in ident.values())
+        if any(p.net_channels for p in procs):
+            # Channels through the network prove traffic between hosts, unless one host,
+            # named in every line and at one address, holds every rank (NCCL_P2P_DISABLE and
+            # NCCL_SHM_DISABLE on one node, `mpirun -H localhost:2` in a container). A log
+            # of one node of a bigger job lacks ranks, so it stays inter-node.
+            if whole and len(ident) == 1 and all(p.real for p in procs if p.net_channels) \
+                    and _one_address(p.ips for p in real):
+                return False, 1
+            return True, n_ident
         if not ident or unknown or not world:
             return None, n_ident
-        if all(len(seen) >= world for seen in ident.values()):
-            return False, n_ident  # every host holds the whole communicator
+        if whole:
+            return False, n_ident
         if len(ident) > 1:
             return True, n_ident
         return None, n_ident

@@ -320,6 +320,108 @@ def test_redacted_hosts_told_apart_by_their_bootstrap_addresses(tmp_path):
     assert d["transport"] == "socket" and d["inter_node"] is True and d["nodes"] == 2
 
 
+def _one_host_net_channels(host: str, ranks: range, nranks: int, nccl: str, net: str,
+                           iface: str, ip: str | None, pid0: int = 700) -> list[list[str]]:
+    """Ranks on one host whose channels go through the network anyway (NCCL_P2P_DISABLE and
+    NCCL_SHM_DISABLE, or a container without shared memory): older NCCL prints no nNodes,
+    so only the host name, the address and the ranks it holds tell that no node was left.
+    `ip` None: the lines name no address at all."""
+    streams = []
+    for r in ranks:
+        pid, dev = pid0 + r, r % 8
+        addr = f"{iface}:{ip}<0>" if ip else iface
+        msgs = [f"Bootstrap : Using {addr}"] if ip else []
+        if net == "IB":
+            msgs += [f"NET/IB : Using [0]mlx5_0:1/IB ; OOB {addr}", "Using network IB"]
+        else:
+            msgs += ["NET/IB : No device found.", f"NET/Socket : Using [0]{addr}",
+                     "Using network Socket"]
+        if r == 0:
+            msgs.insert(0, L.version_msg(nccl))
+        msgs.append(f"comm 0x5500{r:02x} rank {r} nranks {nranks} cudaDev {dev} busId 1000 "
+                    "- Init COMPLETE")
+        lines = [L.info(host, pid, dev, m) for m in msgs]
+        peer = (r + 1) % nranks
+        lines += [L.info(host, pid, dev, f"Channel {c:02d} : {r}[{dev}] -> {peer}[{peer % 8}] "
+                                         f"via NET/{net}/0", tid=pid + 7) for c in range(2)]
+        streams.append(lines)
+    return streams
+
+
+@pytest.mark.parametrize("nccl", ["2.5.6", "2.7.8", "2.12.12"])
+@pytest.mark.parametrize("net,iface,ip", [("Socket", "lo", "127.0.0.1"),
+                                          ("Socket", "eno1", "10.1.2.3"),
+                                          ("IB", "ib0", "10.2.0.7"), ("Socket", "eth0", None)])
+def test_one_host_holding_every_rank_is_none_even_with_net_channels(tmp_path, nccl, net, iface,
+                                                                     ip):
+    # No nNodes line (NCCL < 2.18): channels `via NET/...` between ranks of one host are not
+    # inter-node traffic (fabric-facts: "One host is not a network").
+    streams = _one_host_net_channels("ws-gpu", range(2), 2, nccl, net, iface, ip)
+    code, d = check(tmp_path, L.ompi_tag(L.interleave(streams, 1), 0) if ip else
+                    L.interleave(streams, 1))
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    assert d["verdict"] == "single-node" and code == 0 and d["nodes"] == 1
+    assert d["selected"] == net.lower() and d["nccl_version"] == nccl
+
+
+@pytest.mark.parametrize("nccl", ["2.7.8", "2.12.12"])
+def test_net_channels_stay_inter_node_when_the_log_cannot_be_one_host(tmp_path, nccl):
+    # One node's own log of a 2-node job: the ranks of the other node are missing.
+    half = _one_host_net_channels("gpu-a", range(4), 8, nccl, "IB", "ib0", "10.2.0.7")
+    code, d = check(tmp_path, L.interleave(half, 2))
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+    # Every rank, one host name, two addresses: containers that share a host name.
+    a = _one_host_net_channels("worker", range(2), 4, nccl, "Socket", "eth0", "172.18.0.2")
+    b = _one_host_net_channels("worker", range(2, 4), 4, nccl, "Socket", "eth0", "172.18.0.3")
+    code, d = check(tmp_path, L.interleave(a + b, 2))
+    assert d["transport"] == "socket" and d["inter_node"] is True, d["summary"]
+    # A host with two NICs lists both addresses on every rank: still one host.
+    two = [[x.replace("[0]eth0:172.18.0.2<0>", "[0]eth0:172.18.0.2<0> [1]eth1:172.19.0.2<0>")
+            for x in s] for s in a]
+    two += _one_host_net_channels("worker", range(2, 4), 4, nccl, "Socket", "eth0",
+                                  "172.18.0.2")
+    two[2:] = [[x.replace("[0]eth0:172.18.0.2<0>", "[0]eth1:172.19.0.2<0> [1]eth0:172.18.0.2<0>")
+                for x in s] for s in two[2:]]
+    code, d = check(tmp_path, L.interleave(two, 2))
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+
+
+@pytest.mark.parametrize("nnodes", [True, False])
+def test_a_host_whose_name_ends_another_is_its_own_host(tmp_path, nnodes):
+    # `gpu1` runs ranks 0-3, `agpu1` rank 4: a real host, not a cut `gpu1` (the cut-host
+    # merge folds only names whose pid, rank and address can be the other's).
+    nccl = "2.20.5" if nnodes else "2.12.12"
+    streams = [L.ib_rank(h, pid, r, 5, nccl=nccl, gpn=4, nnodes=2 if nnodes else None)
+               for r, (h, pid) in enumerate([("gpu1", 100), ("gpu1", 101), ("gpu1", 102),
+                                             ("gpu1", 103), ("agpu1", 200)])]
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert [(r["rank"], r["host"]) for r in d["ranks"]] == [
+        (0, "gpu1"), (1, "gpu1"), (2, "gpu1"), (3, "gpu1"), (4, "agpu1")]
+    assert d["nodes"] == 2 and d["transport"] == "ib"
+    # one rank each, the same pid (containers), unequal line counts: still two hosts
+    streams = [L.socket_rank(h, 4100, r, 2, nccl=nccl, gpn=1, iface="eth0")
+               for r, h in enumerate(["cn1", "n1"])]
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert [(r["rank"], r["host"]) for r in d["ranks"]] == [(0, "cn1"), (1, "n1")]
+    assert d["nodes"] == 2 and d["transport"] == "socket"
+
+
+@pytest.mark.parametrize("prefix", ["trn-w0: ", "    ", "[pod/trainer-0/pytorch] ", "[0] ",
+                                    "Dec 04 05:27:39 gpu-j1 python3[7781]: "])
+def test_version_line_under_any_prefix(tmp_path, prefix):
+    # NCCL_DEBUG=VERSION-style `NCCL version X` line (no NCCL prefix) after a pdsh, kubectl,
+    # journald or rank prefix, or an indent. The version decides the LL128 warning.
+    streams = job(L.ofi_cxi_rank, nccl="2.27.3", version_line=False)
+    lines = [prefix + L.version_msg("2.27.3")] + L.interleave(streams, 2)
+    code, d = check(tmp_path, lines, "--fabric", "slingshot")
+    assert d["nccl_version"] == "2.27.3" and d["transport"] == "ofi", d["summary"]
+    assert "ll128-hazard" in [w["code"] for w in d["warnings"]]
+    # a sentence that mentions a version is not the version line
+    lines = [prefix + "warning: built with NCCL version 2.27.3 but loaded another one"]
+    code, d = check(tmp_path, lines + L.interleave(streams, 2), "--fabric", "slingshot")
+    assert d["nccl_version"] is None
+
+
 # --------------------------------------------------------------------------------------------
 # RCCL (LUMI: aws-ofi-rccl over cxi; UCX; sockets over hsn)
 
