@@ -38,7 +38,9 @@ Design:
   `NET/Socket` line for its bootstrap on every rank, so a later device line wins over it.
 - A transport chosen and then given up during init (a WARN and an error chain such as
   `init.cc:NNN -> 2`, with no `Init COMPLETE` after the choice) makes the rank `failed`,
-  keeping the transport it tried as `attempted`. Probing noise (`include/net.h:24 -> 2`,
+  keeping the transport it tried as `attempted`; after an `Init COMPLETE` only a network
+  error does (NCCL >= 2.22 connects at the first collective), not a CUDA fault or a bad
+  argument of a running job. Probing noise (`include/net.h:24 -> 2`,
   `NET/OFI No eligible providers`) is not a failure; a plugin that fails before NCCL picks
   another network is a fallback, not a failure.
 - Inter-node traffic: `nNodes N` (NCCL >= 2.18) decides where printed; else `via NET/...`
@@ -364,7 +366,9 @@ _KNOWN_NAMES = {
     "FastSocket": Transport.SOCKET,  # Google's plugin: TCP, however fast
     "UCX": Transport.IB, "UCX-RMA": Transport.IB, "UCX_RMA": Transport.IB,  # verbs through UCX
 }
-_IBEXT = re.compile(r"^IBext(?:_v\d+)?$")  # HPC-X / nccl-rdma-sharp plugin's verbs network
+# HPC-X / nccl-rdma-sharp plugin's verbs network: `IBext_v8`, or the plugin's own name
+# (`Using network NCCL RDMA Plugin v8`, `via NET/NCCL RDMA Plugin v8/0/GDRDMA`)
+_IBEXT = re.compile(r"^(?:IBext(?:_v\d+)?|NCCL RDMA Plugin(?: v\d+)?)$")
 
 # Provider names taken even at the end of a line (a line that may have been cut short).
 _OFI_PROVIDERS = frozenset({"cxi", "efa", "tcp", "sockets", "udp", "shm", "verbs", "psm2",
@@ -384,7 +388,8 @@ def _net_kind(name: str) -> Transport | None:
 
 def _is_truncated_name(name: str) -> bool:
     """True if `name` is a proper prefix of a known network name (a line cut short)."""
-    return any(known.startswith(name) and known != name for known in (*_KNOWN_NAMES, "IBext"))
+    return any(known.startswith(name) and known != name
+               for known in (*_KNOWN_NAMES, "IBext", "NCCL RDMA Plugin"))
 
 
 def _version_tuple(v: str | None) -> tuple[int, ...]:
@@ -1114,8 +1119,11 @@ class _Proc:
             return self.fatal_msg, selected or _attempted_from_env(self.env)
         why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
         if selected is not None or self.err_msg:
-            # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since
-            if self.top_seq > self.sel_seq and self.complete_seq < self.top_seq:
+            # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
+            # after an Init COMPLETE only a network error counts (NCCL >= 2.22 connects at the
+            # first collective), not a CUDA fault or a bad argument in a running job
+            if self.top_seq > self.sel_seq and self.complete_seq < self.top_seq and (
+                    not completed_after or self.err_seq > self.complete_seq):
                 return why, selected or self.err_kind
             # a network error after the choice, before init completed (or while setting a
             # connection up), and no channel set up after it

@@ -211,6 +211,64 @@ def test_runtime_error_after_init_complete_is_not_an_init_failure(tmp_path):
     assert all(r["nccl_warnings"] for r in d["ranks"])
 
 
+RUNTIME_FAULTS = {  # (WARN text, where, error chain): errors of a running job, not its network
+    "cuda": ("Cuda failure 'an illegal memory access was encountered'", "enqueue.cc:1556",
+             ["enqueue.cc:1620 -> 1", "group.cc:188 -> 1", "group.cc:412 -> 1"]),
+    "argument": ("AllReduce : invalid type 13", "enqueue.cc:1962",
+                 ["enqueue.cc:2020 -> 4", "group.cc:188 -> 4", "group.cc:106 -> 4"]),
+    "teardown": ("Cuda failure 'unspecified launch failure'", "init.cc:204",
+                 ["init.cc:990 -> 1"]),
+    "sub-comm-oom": ("Cuda failure 'out of memory'", "init.cc:1120",
+                     ["init.cc:1450 -> 1", "init.cc:1801 -> 1", "group.cc:64 -> 1 [Async thread]"]),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(RUNTIME_FAULTS))
+@pytest.mark.parametrize("fn,want", [(L.ib_rank, "ib"), (L.ofi_cxi_rank, "ofi")])
+def test_a_job_fault_after_init_complete_is_not_a_network_failure(tmp_path, fault, fn, want):
+    # The network was set up (Init COMPLETE); then a CUDA fault, a bad argument or a later
+    # communicator's CUDA OOM returns through group.cc/init.cc: the job used the network.
+    text, where, chain = RUNTIME_FAULTS[fault]
+    streams = job(fn)
+    for r, s in enumerate(streams):
+        if r == 1 or fault == "sub-comm-oom":
+            h, pid = L.rank_host(r), 40000 + 17 * r
+            s += L.warn(h, pid, r % 4, text, where=where)
+            s += [L.info(h, pid, r % 4, c) for c in chain]
+    code, d = check(tmp_path, L.interleave(streams, 4))
+    assert d["transport"] == want and d["attempted"] is None and code == 0, d["summary"]
+    assert {r["transport"] for r in d["ranks"]} == {want}
+
+
+def test_a_network_error_after_init_complete_still_fails(tmp_path):
+    # NCCL >= 2.22 connects at the first collective, after Init COMPLETE: a connection that
+    # cannot be set up then is the network failing.
+    streams = job(L.ib_rank, nccl="2.23.4")
+    h, pid = L.rank_host(1), 40017
+    streams[1] += L.warn(h, pid, 1, "Call to ibv_modify_qp failed with error No such device",
+                         where="transport/net_ib.cc:1106")
+    streams[1] += [L.info(h, pid, 1, c) for c in (
+        "transport/net_ib.cc:1196 -> 2", "transport/net.cc:840 -> 2", "group.cc:412 -> 2")]
+    code, d = check(tmp_path, L.interleave(streams, 4))
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    assert [r["transport"] for r in d["ranks"]].count("failed") == 1
+
+
+@pytest.mark.parametrize("version", ["", " v6", " v8", " v10"])
+@pytest.mark.parametrize("ib_lines", [True, False])
+def test_hpcx_plugin_named_by_its_own_name_is_ib(tmp_path, version, ib_lines):
+    # HPC-X's nccl-rdma-sharp plugin: `Using network NCCL RDMA Plugin v8` and channels
+    # `via NET/NCCL RDMA Plugin v8/0/GDRDMA`, with or without NCCL's own NET/IB lines.
+    name = "NCCL RDMA Plugin" + version
+    streams = job(L.ib_rank, nccl="2.21.5", net_name=name, nnodes=2)
+    if not ib_lines:
+        streams = [[x for x in s if "NET/IB :" not in x] for s in streams]
+    code, d = check(tmp_path, L.interleave(streams, 2), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and d["verdict"] == "fast" and code == 0, d["summary"]
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]]
+    assert {r["network"] for r in d["ranks"]} == {name}
+
+
 # --------------------------------------------------------------------------------------------
 # Not failures
 
