@@ -64,7 +64,7 @@ import json
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property, wraps
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, TypeVar
@@ -731,7 +731,7 @@ class _Proc:
     """
 
     __slots__ = (
-        "host", "pid", "real", "dev", "sources", "rank", "nranks", "rank_hint", "nnodes",
+        "host", "pid", "real", "dev", "devs", "sources", "rank", "nranks", "rank_hint", "nnodes",
         "ranks_seen", "ips", "nets", "via_nets", "net_channels", "gdrdma", "provider",
         "provider_seq", "ofi_fabric", "nics", "named_providers", "ib_devices", "ib_no_device",
         "socket_ifaces", "nccl_version", "library", "plugin", "plugin_api", "plugin_version",
@@ -746,6 +746,7 @@ class _Proc:
         self.pid = pid
         self.real = real
         self.dev: int | None = None
+        self.devs: list[int] = _NONE  # type: ignore[assignment]  # devices other than `dev`
         self.sources: list[str] = []
         self.rank: int | None = None
         self.nranks: int | None = None
@@ -1727,8 +1728,11 @@ class LogAnalyser:
             proc = self._proc((host, pid), host, pid, True, src)
             if proc is None:
                 return
+            dev = int(m.group("dev"))
             if proc.dev is None:
-                proc.dev = int(m.group("dev"))
+                proc.dev = dev
+            elif dev != proc.dev:  # one process driving several GPUs (nccl-tests -g 8)
+                proc._push("devs", dev, 64)
             if proc.rank_hint is None and "rank" in labels:
                 proc.rank_hint = labels["rank"]
             if len(matches) == 1 and m.start("level") == i + 6 and m.end() == i + 7 + len(
@@ -2056,7 +2060,13 @@ class _Judge:
                                                             else self.inter_node)
             lf = a._lf_by_pid.get(p.pid, ()) if p.pid is not None and pid_count[p.pid] == 1 \
                 else ()
-            reports.append(p.report(inter, lf))
+            rep = p.report(inter, lf)
+            reports.append(rep)
+            if p.devs and len(p.ranks_seen) > 1 and rep.rank in p.ranks_seen:
+                # One process driving several GPUs holds one rank per GPU: each is a rank of
+                # the job, with what the process printed (its lines do not say which rank's).
+                reports += [replace(rep, rank=r, cuda_dev=None)
+                            for r in sorted(p.ranks_seen) if r != rep.rank]
         self.ranks = tuple(sorted(
             reports,
             key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,
@@ -2236,6 +2246,11 @@ class _Judge:
 
         slow = [r for r in active if not is_fast(r)]
         kinds = Counter(_kind(r) for r in active if r.transport is not Transport.FAILED)
+        named = [k for k in kinds if k.startswith("OFI/") and k != "OFI/?"]
+        if "OFI/?" in kinds and len(named) == 1:
+            # a rank whose provider line is missing (a pasted log cut its init) is no other
+            # transport: count it with the one provider the others name
+            kinds[named[0]] += kinds.pop("OFI/?")
         mixed = len(kinds) > 1
         if failed:
             verdict = Verdict.FAILED
@@ -2429,12 +2444,14 @@ class _Judge:
 
         def top(rs, attr: str = "label") -> tuple[str, int]:
             """The most common label (the most detailed on a tie: `Socket/eth0` over a rank
-            that printed only channel lines) and how many ranks share its kind."""
+            that printed only channel lines) and how many ranks share its kind (an OFI rank
+            whose provider is not named shares the one provider the others name)."""
             c = Counter(getattr(r, attr) for r in rs)
             label = max(c.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
             kind = label.split("/", 1)[0] if not label.startswith("OFI/") else label
             return label, sum(1 for r in rs if getattr(r, attr) == label
-                              or (kind != label and getattr(r, attr).split("/", 1)[0] == kind))
+                              or (kind != label and getattr(r, attr).split("/", 1)[0] == kind)
+                              or (kind == label and getattr(r, attr) == "OFI/?"))
 
         if verdict is Verdict.FAILED:
             reason = _most_common(r.failure for r in failed) or "network init failed"

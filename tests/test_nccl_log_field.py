@@ -480,6 +480,61 @@ def test_version_line_under_any_prefix(tmp_path, prefix):
     assert d["nccl_version"] is None
 
 
+def test_a_rank_whose_provider_line_is_missing_is_not_another_transport(tmp_path):
+    # A pasted log cut one rank's init: it shows only `via NET/AWS Libfabric` channel lines.
+    streams = job(L.ofi_efa_rank)
+    streams[5] = [x for x in streams[5] if "Selected Provider" not in x]
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == "ofi" and d["provider"] == "efa" and d["mixed"] is False
+    assert d["summary"].startswith("fabrikit: transport OFI/efa on 8/8 ranks"), d["summary"]
+    assert [r["provider"] for r in d["ranks"]].count(None) == 1  # its own lines name none
+    # two providers named: mixed, whatever the rank without one did
+    streams[6] = [x.replace("Provider is efa", "Provider is tcp") for x in streams[6]]
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["mixed"] is True and "OFI/tcp on 1/8" in d["summary"], d["summary"]
+
+
+def _one_process_per_host(hosts: list[str], gpn: int, nccl: str = "2.18.3") -> list[list[str]]:
+    """nccl-tests `-g 8`: one process per host drives every GPU; each GPU's lines carry its
+    own `[dev]` and thread, and each prints its own rank's comm and channel lines."""
+    nranks, streams = len(hosts) * gpn, []
+    for n, host in enumerate(hosts):
+        pid, s = 3000 + n, []
+        for dev in range(gpn):
+            r = n * gpn + dev
+            p = dict(host=host, pid=pid, dev=dev, tid=pid + 40 + dev)
+            if r == 0:
+                s.append(L.info(msg=L.version_msg(nccl), **p))
+            s += [L.info(msg=m, **p) for m in (
+                f"NET/IB : Using [0]mlx5_{dev}:1/IB [RO]; OOB ib0:10.3.0.{n + 1}<0>",
+                "Using network IB")]
+            s += [L.info(msg=m, **p) for m in L.channel_msgs(r, nranks, dev, "IB", gpn)]
+            s.append(L.info(msg=f"comm 0x7f{r:02x} rank {r} nranks {nranks} cudaDev {dev} "
+                                "busId 1000 - Init COMPLETE", **p))
+        streams.append(s)
+    return streams
+
+
+def test_one_process_driving_several_gpus_reports_each_of_its_ranks(tmp_path):
+    streams = _one_process_per_host(["swat-04", "swat-05"], 8)
+    code, d = check(tmp_path, L.interleave(streams, 1), "--fabric", "infiniband")
+    assert [(r["rank"], r["host"]) for r in d["ranks"]] == (
+        [(r, "swat-04") for r in range(8)] + [(r, "swat-05") for r in range(8, 16)])
+    assert d["summary"].startswith("fabrikit: transport IB/") and "on 16/16 ranks" in d["summary"]
+    assert d["transport"] == "ib" and d["world_size"] == 16 and code == 0
+    # one GPU per process, two communicators of the same size with other ranks (tensor and
+    # data parallel groups): one process is one rank, as before
+    tp_dp = []
+    for r in range(4):
+        h, pid = f"gpu{r // 2}", 500 + r
+        s = L.ib_rank(h, pid, r, 4, gpn=2)
+        s.append(L.info(h, pid, r % 2, f"comm 0x9f{r:02x} rank {(r + 1) % 4} nranks 4 "
+                                        f"cudaDev {r % 2} busId 1000 - Init COMPLETE"))
+        tp_dp.append(s)
+    code, d = check(tmp_path, L.interleave(tp_dp, 1))
+    assert len(d["ranks"]) == 4 and d["transport"] == "ib"
+
+
 # --------------------------------------------------------------------------------------------
 # RCCL (LUMI: aws-ofi-rccl over cxi; UCX; sockets over hsn)
 
