@@ -40,6 +40,21 @@ GUARD_ENV = ("NCCL_PROTO", "FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD",
 MAX_TABLE_ROWS = 64
 
 
+def job_guard_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The LL128 guard settings a job's container saw, from the environment its batch script
+    ran in. Generated scripts hand them to the container as `APPTAINERENV_X` (the runtime's
+    prefix wins over the host's own `X`, which Apptainer passes through too), and NCCL prints
+    its `NCCL_PROTO set by environment` line only under NCCL_DEBUG_SUBSYS=ENV, which the
+    scripts do not set: without this the check warns about LL128 on every guarded job."""
+    env = {}
+    for key in GUARD_ENV:
+        for name in (f"APPTAINERENV_{key}", f"SINGULARITYENV_{key}", key):
+            if name in environ:
+                env[key] = environ[name]
+                break
+    return env
+
+
 def _feed_stream(analyser: "LogAnalyser", stream, name: str) -> bool:
     """Feed one binary stream; return whether it held anything but whitespace.
     Raises UserError for a stream of binary data (`/dev/zero`, a core file)."""
@@ -149,7 +164,8 @@ def format_human(verdict: "LogVerdict") -> str:
               help="The job's environment, e.g. --env NCCL_PROTO=^LL128 (for the GH200 LL128 "
                    "check when the log does not echo it). Repeatable.")
 @click.option("--inherit-env", is_flag=True,
-              help="Take NCCL_PROTO and FI_CXI_RDZV_* from this process's environment.")
+              help="Take NCCL_PROTO and FI_CXI_RDZV_* from this process's environment "
+                   "(APPTAINERENV_X / SINGULARITYENV_X first, as the container saw them).")
 @click.pass_context
 def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric: str | None,
               env_items: tuple[str, ...], inherit_env: bool) -> None:
@@ -165,7 +181,7 @@ def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric:
     that needs one), 2 bad input (including binary data).
     """
     try:
-        env = {k: os.environ[k] for k in GUARD_ENV if inherit_env and k in os.environ}
+        env = job_guard_env(os.environ) if inherit_env else {}
         env.update(_parse_env(env_items))
         verdict = check_files(files, fabric, env)
     except UserError as exc:

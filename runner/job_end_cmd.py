@@ -11,6 +11,7 @@ step failed), so a multi-GB job log costs one read and bounded memory.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -54,7 +55,11 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
     if check_transport:
         from .nccl_log import LogAnalyser
 
-        analyser = LogAnalyser(source=str(log), expected_fabric=fabrics.checked(fabric))
+        from .check_log_cmd import job_guard_env
+
+        # Runs in the job's own batch script: its environment is the job's.
+        analyser = LogAnalyser(source=str(log), expected_fabric=fabrics.checked(fabric),
+                               env=job_guard_env(os.environ))
     if status == 0:  # no cause to look for: the analysis alone reads the log, in blocks
         cause = None
         if analyser is not None:

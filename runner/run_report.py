@@ -176,8 +176,14 @@ def load_run(run_dir: Path | str) -> RunReport:
     scheduler, logs = job_logs(run_dir)
     # One pass over the logs: training lines and NCCL lines.
     # A kind the transport check does not judge (loopback), or an unknown one: none expected.
+    # The LL128 guard the profile set for the job (NCCL prints it only under SUBSYS=ENV).
+    from .check_log_cmd import GUARD_ENV
+
+    profile_env = _dig(profile, "env")
+    guard = {k: str(v) for k, v in profile_env.items() if k in GUARD_ENV} \
+        if isinstance(profile_env, dict) else {}
     analyser = LogAnalyser(source=logs[0].name if logs else "<no log>",
-                           expected_fabric=fabrics.checked(fabric))
+                           expected_fabric=fabrics.checked(fabric), env=guard)
     log_records: list[Record] = []
     for path in logs:
         for line in read_text_lines(path):

@@ -1010,6 +1010,59 @@ def test_job_end_prints_the_check_log_summary(tmp_path):
     assert want.startswith("fabrikit: WARNING transport Socket/eth0 on 8/8 ranks")
 
 
+def _olivia_log(tmp_path: Path) -> Path:
+    """A healthy Olivia run as its script writes it: NCCL 2.27 over OFI/cxi, `srun --label`
+    prefixes, and no `NCCL_PROTO set by environment` line (NCCL prints it only under
+    NCCL_DEBUG_SUBSYS=ENV; the scripts set INIT,NET)."""
+    streams = job(L.ofi_cxi_rank, nccl="2.27.3")
+    lines = [x for r, s in enumerate(streams) for x in L.outer_prefix(s, "srun", rank=r)]
+    assert not any("NCCL_PROTO" in x for x in lines)
+    return L.write_log(tmp_path / "job-9.log", lines)
+
+
+@pytest.mark.parametrize("runtime_prefix", ["APPTAINERENV_", "SINGULARITYENV_", ""])
+def test_job_end_knows_the_ll128_guard_its_script_set(tmp_path, runtime_prefix):
+    # The real Olivia script: its own exports, then its own job-end line, run by bash.
+    from runner.check_log_cmd import check_files
+
+    log = _olivia_log(tmp_path)
+    script = subprocess.run(
+        [sys.executable, "-c", "from runner.cli import main; main()", "run-multinode", "--site",
+         "olivia", "--nodes", "2", "--dry-run"], cwd=REPO, capture_output=True, text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120).stdout
+    exports = [x.replace("APPTAINERENV_", runtime_prefix, 1) for x in script.splitlines()
+               if x.startswith("export APPTAINERENV_")]
+    assert "export APPTAINERENV_NCCL_PROTO='^LL128'" in script and exports
+    end = next(x for x in script.splitlines() if x.strip().startswith("fabrikit job-end"))
+    assert "--fabric slingshot" in end
+    env = {k: v for k, v in os.environ.items() if "NCCL_" not in k and "FI_CXI" not in k}
+    env["PYTHONPATH"] = str(REPO)
+    fabrikit = f"{sys.executable} -c 'from runner.cli import main; main()'"
+    tail = f'{fabrikit} job-end --status 0 --fabric slingshot --check-transport "{log}"'
+    guarded = subprocess.run(["bash", "-c", "\n".join(exports + [tail])], env=env, cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+    want = check_files([str(log)], "slingshot", {"NCCL_PROTO": "^LL128"}).summary
+    assert guarded.returncode == 0 and guarded.stdout.strip() == want, guarded.stderr
+    assert want.startswith("fabrikit: transport OFI/cxi on 8/8 ranks") and "LL128" not in want
+    # without the script's exports the same log is the GH200 hazard
+    bare = subprocess.run(["bash", "-c", tail], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert "without NCCL_PROTO=^LL128" in bare.stdout, bare.stdout + bare.stderr
+
+
+def test_check_log_inherit_env_reads_the_runtime_prefix(tmp_path, monkeypatch):
+    log = _olivia_log(tmp_path)
+    for k in ("NCCL_PROTO", "APPTAINERENV_NCCL_PROTO", "SINGULARITYENV_NCCL_PROTO"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("APPTAINERENV_NCCL_PROTO", "^LL128")
+    monkeypatch.setenv("NCCL_PROTO", "LL128")  # the host's own value: the container's wins
+    res = CliRunner().invoke(check_log, [str(log), "--json", "--fabric", "slingshot",
+                                         "--inherit-env"])
+    d = json.loads(res.output)
+    assert d["ll128_guard"] == "NCCL_PROTO=^LL128 (job environment)", d["summary"]
+    assert "ll128-hazard" not in [w["code"] for w in d["warnings"]]
+
+
 def test_sagemaker_mpi_tags_on_stripped_lines(tmp_path):
     lines = []
     for r, s in enumerate(job(L.ofi_efa_rank, nccl="2.23.4")):

@@ -344,6 +344,40 @@ def test_slurm_logs_with_requeued_attempts(tmp_path):
     assert rep.transport.verdict == "none"
 
 
+@pytest.mark.parametrize("guarded", [True, False])
+def test_report_knows_the_ll128_guard_of_the_profile(tmp_path, guarded):
+    # An Olivia run: NCCL 2.27 over OFI/cxi, no `NCCL_PROTO set by environment` line (the
+    # scripts' NCCL_DEBUG_SUBSYS=INIT,NET hides it); the saved profile sets NCCL_PROTO.
+    from runner import run_report as rr
+    from runner.profile_loader import load_profile
+    from runner.sites_cmd import profile_yaml
+    from tests import nccl_logs
+
+    d = tmp_path / "olivia-run"
+    d.mkdir()
+    (d / "launch.json").write_text(json.dumps({"site": "olivia", "nodes": 2}))
+    text = profile_yaml(load_profile("olivia"))
+    assert "  NCCL_PROTO: ^LL128\n" in text
+    if not guarded:  # neither guard: NCCL_PROTO nor FI_CXI_RDZV_*=0
+        from runner.check_log_cmd import GUARD_ENV
+
+        text = "".join(x for x in text.splitlines(keepends=True)
+                       if not x.strip().startswith(tuple(k + ":" for k in GUARD_ENV)))
+    (d / "profile.yaml").write_text(text)
+    streams = nccl_logs.job(nccl_logs.ofi_cxi_rank, nccl="2.27.3")
+    train = [
+        "0: fabrikit-train: start nodes=2 procs_per_node=4 world_size=8 device=cuda backend=nccl start_step=0",
+        "0: fabrikit-train: epoch=0 steps=1-10 time_s=10.0 images_per_s=100.0 loss=2.0 acc=0.1",
+        "0: fabrikit-train: summary nodes=2 procs_per_node=4 world_size=8 epochs=1 global_steps=10 "
+        "steps_this_run=10 images=1000 time_s=10.0 images_per_s=100.0 final_loss=2.0 final_acc=0.1"]
+    (d / "job-31.log").write_text("\n".join(
+        [x for r, s in enumerate(streams) for x in nccl_logs.outer_prefix(s, "srun", rank=r)]
+        + train) + "\n")
+    rep = rr.load_run(d)
+    assert rep.transport.verdict == "fast", rep.transport.line
+    assert ("without NCCL_PROTO=^LL128" in rep.transport.line) is not guarded, rep.transport.line
+
+
 def test_parse_gpu_csv_quirks():
     from runner.run_report import parse_gpu_csv
 
