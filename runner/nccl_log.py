@@ -218,12 +218,13 @@ _PASS_PATTERNS = (
     r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
+    r"\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # A byte that every match of a pass contains: a block without it skips that pass. Looking
 # for one byte is memchr, several times cheaper than a pass, and the lines that make a long
 # job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
-_GATES = (None, b"T", b">", None, None, b"_")
+_GATES = (None, b"T", b">", None, None, b"_", None)
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
@@ -257,12 +258,20 @@ _BARE_NCCL = re.compile(
     r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?)?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
 # Messages recognised even with both the prefix and `NCCL INFO` stripped.
-_BARE_MSG = re.compile(
-    r"^(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm 0x|"
+_BARE_MSG_HEADS = (
+    r"(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm 0x|"
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
-    r"P2P plugin )"
-)
+    r"P2P plugin )")
+_BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
+# NCCL <= 2.2 wrote no `NCCL` before the level: `gpu11:3412:3433 [0] INFO Using internal
+# Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
+# Taken only with a message NCCL writes (INFO) or a source file (WARN), so that a log line
+# that merely looks like `10:00:00 [0] INFO ...` makes no process.
+_OLD_PREFIX = re.compile(
+    r"(?P<host>[^\s:\[\]]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?:\S+\.cu?:\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
+    r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % (_MAX_HOST, _BARE_MSG_HEADS))
 
 # Outer prefixes written by launchers and log exporters, applied repeatedly (they stack).
 _OUTER_PREFIXES = (
@@ -1715,7 +1724,8 @@ class LogAnalyser:
         if text.count("NCCL ") > 1:  # possibly two writers on one line
             matches = list(_NCCL_PREFIX.finditer(text))
         else:
-            first = _NCCL_PREFIX.search(text)
+            first = _NCCL_PREFIX.search(text) or (
+                _OLD_PREFIX.search(text) if "] INFO " in text or " WARN" in text else None)
             matches = [first] if first else []
         if matches:
             labels = self._outer(text[: matches[0].start()])[1] if matches[0].start() else {}
@@ -2084,6 +2094,7 @@ class _Judge:
         procs = self.all_procs
         real = [p for p in procs if p.real]
         ident: dict[str, set[int]] = {}
+        n_procs: Counter[str] = Counter()  # processes per host, rank line printed or not
         unknown = 0
         world = max((p.nranks or 0 for p in procs), default=0)
         for p in real:
@@ -2093,6 +2104,7 @@ class _Judge:
                 unknown += 1
                 continue
             seen = ident.setdefault(key, set())
+            n_procs[key] += 1
             if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
                 seen.update(p.ranks_seen or ({p.rank} if p.rank is not None else ()))
         n_ident = len(ident) + (1 if unknown and not ident else 0)
@@ -2107,9 +2119,10 @@ class _Judge:
         ifaces = [i for p in procs for i in p.socket_ifaces]
         if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}):
             return False, max(n_ident, 1)  # loopback reaches no other host
-        # every host named holds the whole communicator
+        # every host named holds the whole communicator: its processes printed every rank,
+        # or there are as many of them as ranks (a hung init prints no rank line for some)
         whole = bool(ident) and not unknown and bool(world) and all(
-            len(seen) >= world for seen in ident.values())
+            len(seen) >= world or n_procs[key] >= world for key, seen in ident.items())
         if any(p.net_channels for p in procs):
             # Channels through the network prove traffic between hosts, unless one host,
             # named in every line and at one address, holds every rank (NCCL_P2P_DISABLE and

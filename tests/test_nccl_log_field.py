@@ -66,6 +66,29 @@ def test_legacy_versions_every_network(tmp_path, nccl, net, want, provider):
         assert all(r["ib_devices"] == ["mlx5_0:1"] for r in d["ranks"])
 
 
+@pytest.mark.parametrize("net,want", [("IB", "ib"), ("Socket", "socket")])
+@pytest.mark.parametrize("ring", [True, False])
+def test_nccl22_lines_without_the_nccl_word(tmp_path, net, want, ring):
+    # NCCL <= 2.2 wrote `host:pid:tid [0] INFO Using internal Network IB` and
+    # `[0] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so[.1]`: no `NCCL` before the level.
+    streams = [[x.replace("] NCCL INFO ", "] INFO ") for x in s]
+               for s in job(L.legacy_rank, nccl="2.2.13", net=net, iface="eth0", ring=ring)]
+    if net == "Socket":
+        for r, s in enumerate(streams):
+            s.insert(0, f"{L.rank_host(r)}:{40000 + 17 * r}:{40000 + 17 * r} [{r % 4}] "
+                        "misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so[.1]")
+    lines = L.interleave(streams, 2)
+    assert not any(" NCCL INFO " in x for x in lines)
+    # application lines shaped like the prefix make no process of their own
+    lines += [f"12:30:{i:02d} [0] INFO epoch {i} loss 0.5" for i in range(5)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == want and d["nccl_version"] == "2.2.13", d["summary"]
+    assert [r["rank"] for r in d["ranks"]] == list(range(8)) and d["nodes"] == 2
+    assert {r["transport"] for r in d["ranks"]} == {want}
+    if net == "Socket":
+        assert all(r["nccl_warnings"] == ["Failed to open libibverbs.so[.1]"] for r in d["ranks"])
+
+
 @pytest.mark.parametrize("nccl", ["2.4.8", "2.5.6", "2.6.4"])
 @pytest.mark.parametrize("ring", [True, False])
 def test_nccl24_bootstrap_socket_line_is_not_the_data_path(tmp_path, nccl, ring):
@@ -311,6 +334,19 @@ def test_single_host_printing_network_lines_is_none(tmp_path, one_process, plugi
     assert "socket-fallback" not in [w["code"] for w in d["warnings"]]
     assert "ranks-missing" not in [w["code"] for w in d["warnings"]]
     assert d["summary"].startswith("fabrikit: single node: NCCL network not used")
+
+
+def test_one_host_whose_ranks_did_not_all_print_their_rank_line(tmp_path):
+    # A hang report: 4 processes on one host, only rank 0 got as far as its comm line. As
+    # many processes as ranks on the one host named: no other node took part.
+    streams = L.single_host_job(n=4, host="lab", plugin=False, iface="eth0")
+    for s in streams[1:]:
+        s[:] = [x for x in s if " nranks " not in x]
+    code, d = check(tmp_path, L.interleave(streams, 2))
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    # three processes for four ranks: another host may hold the fourth
+    code, d = check(tmp_path, L.interleave(streams[:3], 2))
+    assert d["transport"] == "socket" and d["inter_node"] is None, d["summary"]
 
 
 def test_mpirun_localhost_two_processes_on_loopback(tmp_path):
