@@ -219,12 +219,13 @@ _PASS_PATTERNS = (
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
     r"\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
+    r"#\s+Rank\s+\d+\s",  # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # A byte that every match of a pass contains: a block without it skips that pass. Looking
 # for one byte is memchr, several times cheaper than a pass, and the lines that make a long
 # job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
-_GATES = (None, b"T", b">", None, None, b"_", None)
+_GATES = (None, b"T", b">", None, None, b"_", None, b"#")
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
@@ -289,6 +290,10 @@ _OUTER_PREFIXES = (
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
 )
 
+# nccl-tests prints where every rank of the job runs, before NCCL's own lines:
+# `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group)
+_TESTS_RANK = re.compile(
+    r"#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
 # line alone after a prefix that is no launcher's we know (the line must end with it)
 _PREFIXED_VERSION = re.compile(
@@ -314,7 +319,9 @@ _OFI_PLUGIN_FAILED = re.compile(
     r"Could not find any optimal provider|Unable to find a protocol|"
     r"No eligible providers? (?:were|was) found.*(?:[Ff]ail|[Aa]bort))"
 )
-_USING_NETWORK = re.compile(r"^Using (?:network|internal Network) (?P<name>.+?)\s*$")
+# (Ray's log dedup appends ` [repeated 15x across cluster]` to a line)
+_USING_NETWORK = re.compile(
+    r"^Using (?:network|internal Network) (?P<name>.+?)\s*(?:\[repeated \d+x across cluster\]\s*)?$")
 _ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
 _P2P_PLUGIN = re.compile(r"^P2P plugin (?P<name>\S+)\s*$")
 _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
@@ -990,6 +997,10 @@ class _Proc:
         if msg.startswith(_ANY_NET_PLUGIN_FAILED):
             self.fatal_msg, self.fatal_seq = msg[:200], seq
             return
+        if msg.startswith("NET/IB") and self.weak_kind is None:
+            # `NET/IB : Got completion from peer ... error 4`: the IB transport was in use
+            # (a paste may hold no `Using network` line); any selection line still wins
+            self.weak_kind, self.weak_seq = Transport.IB, seq
         if msg.startswith("NET/OFI"):
             self._take_n(msg, seq)  # provider lines can come as WARN in old plugins
             if _OFI_PLUGIN_FAILED.match(msg):
@@ -997,8 +1008,13 @@ class _Proc:
                 self.plugin_failed_seq = seq
         if _NET_WARN.search(msg):
             self.err_seq = seq
-            self.err_msg = msg[:200]
-            self.err_kind = _warn_kind(msg) or self.err_kind
+            kind = _warn_kind(msg)
+            # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
+            # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
+            # proxy's `Socket recv failed`), not the transport that was tried, nor the cause
+            if not (kind is Transport.SOCKET and self.err_kind in (Transport.IB, Transport.OFI)):
+                self.err_msg = msg[:200]
+                self.err_kind = kind or self.err_kind
             if _SETUP_WARN.search(msg):
                 self.setup_seq = seq
 
@@ -1233,7 +1249,8 @@ class _State:
             counts=(a._nccl_lines, a._ibverbs_no_driver, a._dropped_procs),
             lf_providers=dict(a._lf_providers),
             fixed=(list(a._ibverbs_hosts), {k: list(v) for k, v in a._lf_by_pid.items()},
-                   {k: set(v) for k, v in a._log_env.items()}, a._n_prefixes,
+                   {k: set(v) for k, v in a._log_env.items()}, dict(a._tests_hosts),
+                   a._n_prefixes,
                    len(a._prefixes), len(a._prefixes.get(src, ()))),
         )
 
@@ -1366,6 +1383,7 @@ class LogAnalyser:
         self._nccl_lines = 0
         self._ibverbs_no_driver = 0
         self._ibverbs_hosts: list[str] = []
+        self._tests_hosts: dict[int, str] = {}  # nccl-tests' rank table: rank -> host
         self._dropped_procs = 0
         self._lf_by_pid: dict[int, list[str]] = {}  # libfabric's own lines, by process id
         self._lf_providers: Counter[str] = Counter()
@@ -1686,6 +1704,12 @@ class LogAnalyser:
     def _piece(self, text: str, src: str) -> None:
         # Most lines come from a process seen before, with its prefix: skip to its message.
         i = text.find(" NCCL ")
+        if i < 0 and "Rank" in text:
+            t = _TESTS_RANK.search(text)
+            if t:
+                if len(self._tests_hosts) < MAX_PROCESSES:
+                    self._tests_hosts[int(t.group("rank"))] = t.group("host")
+                return
         prefixes = self._prefixes.get(src)
         if prefixes is None:
             prefixes = self._prefixes[src] = {}
@@ -1951,7 +1975,7 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
         ib = {ip for ip in b.ips if not _loopback(ip)}
         return (bool(ia) and bool(ib) and ia.isdisjoint(ib)) or (
             a.nranks is not None and a.nranks == b.nranks
-            and a.ranks_seen.isdisjoint(b.ranks_seen))
+            and not set(a.ranks_seen) & set(b.ranks_seen))
 
     def fits(h: str, H: str) -> bool:
         """Could every process named `h` be one of `H`'s (the one with its pid)?"""
@@ -2115,6 +2139,12 @@ class _Judge:
             if any(p.nnodes is None and p.net_channels for p in procs):
                 return True, n_ident
             return False, n_ident
+        tests_hosts = set(self.a._tests_hosts.values())
+        if tests_hosts and not any(_is_redacted(h) for h in tests_hosts) and all(
+                p.host in tests_hosts for p in real if not _is_redacted(p.host)):
+            # nccl-tests listed every rank's host (and NCCL's lines name no other): one host
+            # is no network, several are
+            return len(tests_hosts) > 1, max(n_ident, len(tests_hosts))
         ips = [ip for p in procs for ip in p.ips]
         ifaces = [i for p in procs for i in p.socket_ifaces]
         if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}):

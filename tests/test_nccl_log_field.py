@@ -292,6 +292,86 @@ def test_hpcx_plugin_named_by_its_own_name_is_ib(tmp_path, version, ib_lines):
     assert {r["network"] for r in d["ranks"]} == {name}
 
 
+def test_the_proxy_socket_echo_of_an_ib_failure_is_not_the_transport_tried(tmp_path):
+    # `ibv_modify_qp` fails, the chain runs through net_ib.cc and the proxy; then the proxy's
+    # own socket reports the closed connection: the transport tried was IB.
+    streams = job(L.ib_rank, nccl="2.19.3", channels=False, comm=False)
+    for r, s in enumerate(streams):
+        h, pid, d = L.rank_host(r), 40000 + 17 * r, r % 4
+        s += L.warn(h, pid, d, "Call to ibv_modify_qp failed with error Network is unreachable",
+                    where="misc/ibvwrap.cc:187")
+        s += [L.info(h, pid, d, c) for c in ("transport/net_ib.cc:579 -> 2",
+                                             "transport/net.cc:728 -> 2", "proxy.cc:1306 -> 2")]
+        s += L.warn(h, pid, d, "socketProgress: Connection closed by remote peer x<38812>",
+                    where="misc/socket.cc:49")
+        s += L.warn(h, pid, d, "Socket recv failed while polling for opId=0x7f31a81c25e0",
+                    where="proxy.cc:1143")
+        s += [L.info(h, pid, d, c) for c in ("transport/net.cc:362 -> 3", "init.cc:1358 -> 3",
+                                             "group.cc:65 -> 3 [Async thread]")]
+    code, d = check(tmp_path, L.interleave(streams, 1))
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    assert "ibv_modify_qp" in d["summary"], d["summary"]
+
+
+def test_a_net_ib_warning_shows_ib_in_use_without_a_selection_line(tmp_path):
+    # A paste that starts after init: only bootstrap lines, then runtime completion errors.
+    lines = []
+    for r in range(4):
+        h, pid = f"tarn{r // 2 + 1}", 31000 + r
+        lines.append(L.info(h, pid, r % 2, f"Bootstrap : Using ib0:10.7.41.{r // 2 + 1}<0>"))
+        lines.append(L.info(h, pid, r % 2, f"comm 0x7a{r:02x} rank {r} nranks 4 cudaDev {r % 2} "
+                                           "busId 1000 - Init COMPLETE"))
+    for r in (0, 2):
+        h, pid = f"tarn{r // 2 + 1}", 31000 + r
+        lines += L.warn(h, pid, 0, f"NET/IB : Got completion from peer 10.7.41.{2 - r // 2}<50112> "
+                        "with error 4, opcode 5327, len 5327, vendor err 81 (Recv)",
+                        where="ib_plugin.c:1105")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    # a selection line still wins over it
+    lines.append(L.info("tarn1", 31000, 0, "Using network Socket"))
+    lines.append(L.info("tarn2", 31002, 0, "Using network Socket"))
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket", d["summary"]
+
+
+def test_ray_dedup_suffix_is_not_part_of_the_network_name(tmp_path):
+    streams = job(L.socket_rank, iface="eth0")
+    lines = [x + " [repeated 15x across cluster]" if x.endswith("Using network Socket") else x
+             for x in L.interleave(streams, 1)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket"
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
+
+
+@pytest.mark.parametrize("group", [True, False])
+def test_nccl_tests_rank_table_tells_one_host_from_several(tmp_path, group):
+    # `all_reduce_perf -g 4`: one process drives four GPUs and prints no rank lines; the
+    # table nccl-tests prints first lists every rank's host.
+    def table(hosts):
+        g = "Group  0 " if group else ""
+        return ["# Using devices"] + [
+            f"#  Rank {r:2d} {g}Pid {802211 + r // 4:6d} on {h} device {r % 4:2d} [0x{r:02x}] "
+            "NVIDIA A100-PCIE-40GB" for r, h in enumerate(hosts)]
+
+    def process(host, pid):
+        out = [L.info(host, pid, 0, "Bootstrap : Using eth0:172.16.9.58<0>")]
+        for dev in range(4):
+            out += [L.info(host, pid, dev, m, tid=pid + 29 + dev) for m in (
+                "NET/Socket : Using [0]eth0:172.16.9.58<0>", "Using network Socket")]
+        return out
+
+    code, d = check(tmp_path, table(["gpu-a05"] * 4) + process("gpu-a05", 802211))
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    # the same paste without the table cannot tell
+    code, d = check(tmp_path, process("gpu-a05", 802211))
+    assert d["transport"] == "socket" and d["inter_node"] is None
+    # two hosts in the table: inter-node, though only one host's lines were pasted
+    code, d = check(tmp_path, table(["gpu-a05"] * 4 + ["gpu-a06"] * 4)
+                    + process("gpu-a05", 802211))
+    assert d["transport"] == "socket" and d["inter_node"] is True and d["nodes"] == 2
+
+
 # --------------------------------------------------------------------------------------------
 # Not failures
 
