@@ -34,25 +34,7 @@ from runner.text_table import table_lines
 if TYPE_CHECKING:  # keep import time small: the parser is loaded when the command runs
     from runner.nccl_log import LogAnalyser, LogVerdict
 
-# Environment variables that decide the LL128 guard (see runner.nccl_log).
-GUARD_ENV = ("NCCL_PROTO", "FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD",
-             "FI_CXI_RDZV_GET_MIN", "FI_CXI_RDZV_PROTO")
 MAX_TABLE_ROWS = 64
-
-
-def job_guard_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The LL128 guard settings a job's container saw, from the environment its batch script
-    ran in. Generated scripts hand them to the container as `APPTAINERENV_X` (the runtime's
-    prefix wins over the host's own `X`, which Apptainer passes through too), and NCCL prints
-    its `NCCL_PROTO set by environment` line only under NCCL_DEBUG_SUBSYS=ENV, which the
-    scripts do not set: without this the check warns about LL128 on every guarded job."""
-    env = {}
-    for key in GUARD_ENV:
-        for name in (f"APPTAINERENV_{key}", f"SINGULARITYENV_{key}", key):
-            if name in environ:
-                env[key] = environ[name]
-                break
-    return env
 
 
 def _feed_stream(analyser: "LogAnalyser", stream, name: str) -> bool:
@@ -181,6 +163,8 @@ def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric:
     that needs one), 2 bad input (including binary data).
     """
     try:
+        from runner.nccl_log import job_guard_env
+
         env = job_guard_env(os.environ) if inherit_env else {}
         env.update(_parse_env(env_items))
         verdict = check_files(files, fabric, env)

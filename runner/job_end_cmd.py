@@ -53,9 +53,7 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
 
     analyser = None
     if check_transport:
-        from .nccl_log import LogAnalyser
-
-        from .check_log_cmd import job_guard_env
+        from .nccl_log import LogAnalyser, job_guard_env
 
         # Runs in the job's own batch script: its environment is the job's.
         analyser = LogAnalyser(source=str(log), expected_fabric=fabrics.checked(fabric),

@@ -458,6 +458,26 @@ def _rdzv_guarded(env: Mapping[str, str]) -> bool:
     return all(str(env.get(k, "")).strip() == "0" for k in _RDZV_GUARD)
 
 
+# Environment variables that decide the LL128 guard.
+GUARD_ENV = ("NCCL_PROTO", *_RDZV_GUARD, "FI_CXI_RDZV_PROTO")
+
+
+def job_guard_env(environ: Mapping[str, Any]) -> dict[str, str]:
+    """The LL128 guard settings a job's container saw, from the environment its batch script
+    ran in (or a profile's `env:`). Generated scripts hand them to the container as
+    `APPTAINERENV_X` (the runtime's prefix wins over the host's own `X`, which Apptainer
+    passes through too), and NCCL prints its `NCCL_PROTO set by environment` line only under
+    NCCL_DEBUG_SUBSYS=ENV, which the scripts do not set: without this the check warns about
+    LL128 on every guarded job."""
+    env = {}
+    for key in GUARD_ENV:
+        for name in (f"APPTAINERENV_{key}", f"SINGULARITYENV_{key}", key):
+            if name in environ:
+                env[key] = str(environ[name])
+                break
+    return env
+
+
 # --------------------------------------------------------------------------------------------
 # Results
 

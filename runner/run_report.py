@@ -164,7 +164,7 @@ def _gpu_series(run_dir: Path, warnings: list[str]) -> tuple[list[GpuSeries], li
 
 def load_run(run_dir: Path | str) -> RunReport:
     """Read everything the report needs from a run directory (UserError on bad input)."""
-    from .nccl_log import LogAnalyser
+    from .nccl_log import LogAnalyser, job_guard_env
 
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
@@ -177,11 +177,8 @@ def load_run(run_dir: Path | str) -> RunReport:
     # One pass over the logs: training lines and NCCL lines.
     # A kind the transport check does not judge (loopback), or an unknown one: none expected.
     # The LL128 guard the profile set for the job (NCCL prints it only under SUBSYS=ENV).
-    from .check_log_cmd import GUARD_ENV
-
     profile_env = _dig(profile, "env")
-    guard = {k: str(v) for k, v in profile_env.items() if k in GUARD_ENV} \
-        if isinstance(profile_env, dict) else {}
+    guard = job_guard_env(profile_env) if isinstance(profile_env, dict) else {}
     analyser = LogAnalyser(source=logs[0].name if logs else "<no log>",
                            expected_fabric=fabrics.checked(fabric), env=guard)
     log_records: list[Record] = []

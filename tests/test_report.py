@@ -359,7 +359,7 @@ def test_report_knows_the_ll128_guard_of_the_profile(tmp_path, guarded):
     text = profile_yaml(load_profile("olivia"))
     assert "  NCCL_PROTO: ^LL128\n" in text
     if not guarded:  # neither guard: NCCL_PROTO nor FI_CXI_RDZV_*=0
-        from runner.check_log_cmd import GUARD_ENV
+        from runner.nccl_log import GUARD_ENV
 
         text = "".join(x for x in text.splitlines(keepends=True)
                        if not x.strip().startswith(tuple(k + ":" for k in GUARD_ENV)))
