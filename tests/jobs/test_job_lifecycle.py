@@ -35,7 +35,9 @@ def native_threads():
 before = native_threads()
 import train_ddp
 rc = train_ddp.main(sys.argv[1:])
-print(f"threads rank={{os.environ['RANK']}} before={{before}} after={{native_threads()}}", flush=True)
+# one write(2) of the whole line: with PYTHONUNBUFFERED, print() writes the text and its
+# newline apart, and two ranks sharing the pipe can splice their lines
+os.write(1, f"threads rank={{os.environ['RANK']}} before={{before}} after={{native_threads()}}\\n".encode())
 sys.exit(rc)
 """
 
