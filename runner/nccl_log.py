@@ -370,6 +370,8 @@ _LIBFABRIC = re.compile(r"\blibfabric:(?P<pid>\d+):\d+:(?P<fields>[\w:;\-]*?):?\
 _FI_PROVIDER_ENV = re.compile(
     r"\bFI_PROVIDER(?:\s*=\s*|\s+set by environment to\s+|:\s+)['\"]?(?P<prov>[a-z][\w;]*)")
 _FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
+_BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
+_BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
 _REDACTED_HOST = re.compile(
     r"^$|[<>*?{}$]|^x+(?:[-_.]x+)*$|_ip$|^(?:ip|host|hostname|node|nodename|user|server|"
@@ -436,6 +438,11 @@ def _warn_kind(msg: str) -> Transport | None:
     if _WARN_SOCKET.search(msg):
         return Transport.SOCKET
     return None
+
+
+def _unboxed(text: str) -> str:
+    """A line of a terminal viewer's box (k9s, `kubectl` TUIs): `│ <line>   padding   │`."""
+    return _BOX_EDGE.sub("", text[1:]) if text[1:2] == " " else text
 
 
 def _is_redacted(host: str) -> bool:
@@ -1597,6 +1604,8 @@ class LogAnalyser:
             elif len(seen) < _MAX_SEEN_LINES:
                 seen[line] = start
         text = line.decode("utf-8", "replace")
+        if text[:1] in _BOX_EDGES and text:
+            text = _unboxed(text)
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
             self._line(text, src)
             return e
@@ -1707,6 +1716,8 @@ class LogAnalyser:
         return m.end() - 1
 
     def _line(self, line: str, src: str) -> None:
+        if line[:1] in _BOX_EDGES and line:
+            line = _unboxed(line)
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if line.isprintable():  # the usual line: no CR, tab, colour or control character
@@ -2090,6 +2101,22 @@ def _one_address(ip_lists: Iterable[list[str]]) -> bool:
     return True
 
 
+def _machines(ip_lists: Iterable[list[str]]) -> int:
+    """How many machines the processes of one host name are, by their addresses: processes
+    that share an address are one machine (two cloud VMs both called `ubuntu` are two)."""
+    groups: list[set[str]] = []
+    for ips in ip_lists:
+        mine = {ip for ip in ips if not _loopback(ip)}
+        if not mine:
+            continue
+        joined = [g for g in groups if g & mine]
+        for g in joined:
+            groups.remove(g)
+            mine |= g
+        groups.append(mine)
+    return max(len(groups), 1)
+
+
 def _loopback(ip: str) -> bool:
     return ip.startswith("127.") or ip in ("::1", "0:0:0:0:0:0:0:1")
 
@@ -2152,6 +2179,9 @@ class _Judge:
             if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
                 seen.update(p.ranks_seen or ({p.rank} if p.rank is not None else ()))
         n_ident = len(ident) + (1 if unknown and not ident else 0)
+        if len(ident) == 1 and not unknown and not _one_address(p.ips for p in real):
+            # one name at addresses that no process shares: machines of the same name
+            n_ident = _machines(p.ips for p in real)
         nn = [p.nnodes for p in procs if p.nnodes is not None]
         if any(n > 1 for n in nn):
             return True, n_ident
@@ -2163,8 +2193,8 @@ class _Judge:
         if tests_hosts and not any(_is_redacted(h) for h in tests_hosts) and all(
                 p.host in tests_hosts for p in real if not _is_redacted(p.host)):
             # nccl-tests listed every rank's host (and NCCL's lines name no other): one host
-            # is no network, several are
-            return len(tests_hosts) > 1, max(n_ident, len(tests_hosts))
+            # is no network, several are (and so is one name at several addresses)
+            return len(tests_hosts) > 1 or n_ident > 1, max(n_ident, len(tests_hosts))
         ips = [ip for p in procs for ip in p.ips]
         ifaces = [i for p in procs for i in p.socket_ifaces]
         if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}):
@@ -2184,9 +2214,9 @@ class _Judge:
             return True, n_ident
         if not ident or unknown or not world:
             return None, n_ident
-        if whole:
+        if whole and n_ident == len(ident):
             return False, n_ident
-        if len(ident) > 1:
+        if n_ident > 1:
             return True, n_ident
         return None, n_ident
 
@@ -2281,6 +2311,11 @@ class _Judge:
         transport = _worst(r.transport for r in active)
         selected = _worst(r.selected for r in with_sel)
         attempted_s = _most_common(r.attempted.value for r in failed if r.attempted)
+        if failed and not attempted_s:
+            # the failed ranks died before naming a network (a bootstrap error): the job was
+            # trying the one that its other ranks chose
+            attempted_s = _most_common(r.selected.value for r in with_sel
+                                       if r.selected is not Transport.FAILED)
         attempted = Transport(attempted_s) if attempted_s else None
         on_t = [r for r in active if r.transport is transport]
         provider, provider_stack = self._job_provider(on_t)
@@ -2339,7 +2374,7 @@ class _Judge:
                       "with NCCL_NET; a cudart-dynamic plugin needs libcudart.so)")
         other_failed = [r for r in failed if r.failure and not r.failure.startswith("network ")]
         if other_failed:
-            what = other_failed[0].attempted
+            what = other_failed[0].attempted or attempted
             trying = f" while trying {what.value}" if what else ""
             self.warn("net-init-failed",
                       f"NCCL network init failed on {_frac(len(other_failed), total)} ranks"

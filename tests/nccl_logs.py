@@ -13,6 +13,7 @@ non-UTF-8 noise.
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -116,13 +117,20 @@ def _rank_lines(host: str, pid: int, rank: int, nranks: int, dev: int | None, ms
     return out
 
 
-def _common_head(rank: int, nccl: str, version_line: bool | None, env: dict[str, str] | None,
-                 bootstrap_iface: str) -> list[str]:
+def host_ip(host: str, net: int = 100) -> str:
+    """The address of `host` (every process of one machine bootstraps from the same one, as
+    NCCL does: it takes the first interface that matches, on every rank alike)."""
+    n = zlib.crc32(host.encode())
+    return f"10.{net}.{n % 250}.{n // 250 % 250 + 1}"
+
+
+def _common_head(host: str, rank: int, nccl: str, version_line: bool | None,
+                 env: dict[str, str] | None, bootstrap_iface: str) -> list[str]:
     msgs = []
     if version_line or (version_line is None and rank == 0):
         msgs.append(version_msg(nccl))
     msgs.append("cudaDriverVersion 12060")
-    msgs.append(f"Bootstrap : Using {bootstrap_iface}:10.100.0.{rank % 250 + 1}<0>")
+    msgs.append(f"Bootstrap : Using {bootstrap_iface}:{host_ip(host)}<0>")
     for k, v in (env or {}).items():
         msgs.append(env_echo(k, v))
     return msgs
@@ -139,7 +147,7 @@ def ofi_cxi_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.23.
                  missing_first: bool = False) -> list[str]:
     """A rank that uses aws-ofi-nccl. `current_plugin_format` switches to the current
     plugin's lines (Initializing ..., Using Libfabric version, 'provider is X, fabric is Y')."""
-    msgs = _common_head(rank, nccl, version_line, env, "hsn0")
+    msgs = _common_head(host, rank, nccl, version_line, env, "hsn0")
     if missing_first:  # e.g. NCCL_NET_PLUGIN=ofi tried first, then libnccl-net.so loaded
         msgs.append(plugin_missing(nccl).replace("libnccl-net.so", "libnccl-net-ofi.so"))
     msgs.append(f"NET/Plugin: Loaded net plugin {net_name} ({plugin_api})")
@@ -175,10 +183,10 @@ def ib_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.21.5", *
             env: dict[str, str] | None = None, gpn: int = 4, dev: int | None = None,
             nnodes: int | None = None, version_line: bool | None = None,
             channels: bool = True, comm: bool = True) -> list[str]:
-    msgs = _common_head(rank, nccl, version_line, env, oob)
+    msgs = _common_head(host, rank, nccl, version_line, env, oob)
     msgs.append(plugin_missing(nccl))
     devs = " ".join(f"[{i}]{d}/{link}" for i, d in enumerate(devices))
-    msgs.append(f"NET/IB : Using {devs} [RO]; OOB {oob}:10.100.0.{rank % 250 + 1}<0>")
+    msgs.append(f"NET/IB : Using {devs} [RO]; OOB {oob}:{host_ip(host)}<0>")
     msgs.append(f"Using network {net_name}")
     lines = _rank_lines(host, pid, rank, nranks, dev, msgs, gpn=gpn, nccl=nccl, nnodes=nnodes,
                         comm=comm)
@@ -197,13 +205,12 @@ def socket_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.23.4
                 version_line: bool | None = None, channels: bool = True,
                 comm: bool = True) -> list[str]:
     ifaces = [iface] if isinstance(iface, str) else list(iface)
-    msgs = _common_head(rank, nccl, version_line, env, ifaces[0])
+    msgs = _common_head(host, rank, nccl, version_line, env, ifaces[0])
     if with_plugin_missing:
         msgs.append(plugin_missing(nccl))
     if ib_no_device:
         msgs.append("NET/IB : No device found.")
-    used = " ".join(f"[{i}]{name}:10.250.0.{153 + i + rank % 50}<0>"
-                    for i, name in enumerate(ifaces))
+    used = " ".join(f"[{i}]{name}:{host_ip(host, 250 - i)}<0>" for i, name in enumerate(ifaces))
     msgs.append(f"NET/Socket : Using {used}")
     msgs.append("Using network Socket")
     lines = _rank_lines(host, pid, rank, nranks, dev, msgs, gpn=gpn, nccl=nccl, nnodes=nnodes,
@@ -222,7 +229,7 @@ def failed_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.23.4
                 version_line: bool | None = None) -> list[str]:
     """NCCL_NET names a network whose plugin is absent: NCCL warns and init fails."""
     d = rank % gpn if dev is None else dev
-    msgs = _common_head(rank, nccl, version_line, {"NCCL_NET": name}, "hsn0")
+    msgs = _common_head(host, rank, nccl, version_line, {"NCCL_NET": name}, "hsn0")
     msgs.append(plugin_missing(nccl))
     lines = [info(host, pid, d, m) for m in msgs]
     lines += warn(host, pid, d, net_not_found(name), timestamp=timestamp, func=func)
@@ -232,7 +239,7 @@ def failed_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.23.4
 def ib_no_device_only(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.21.5",
                       gpn: int = 4) -> list[str]:
     d = rank % gpn
-    msgs = _common_head(rank, nccl, None, None, "eth0")
+    msgs = _common_head(host, rank, nccl, None, None, "eth0")
     msgs += [plugin_missing(nccl), "NET/IB : No device found."]
     return [info(host, pid, d, m) for m in msgs]
 
@@ -440,7 +447,7 @@ def plugin_rank(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.21.5
     """A rank whose net plugin is not aws-ofi-nccl: `NCCL RDMA Plugin` with IBext (verbs,
     SHARP), Google's FastSocket (TCP), UCX."""
     d = rank % gpn if dev is None else dev
-    msgs = _common_head(rank, nccl, None, None, "eth0")
+    msgs = _common_head(host, rank, nccl, None, None, "eth0")
     msgs.append(f"NET/Plugin: Loaded net plugin {plugin}")
     if device_line:
         msgs.append(device_line.format(ip=_ip(rank, gpn)))
@@ -461,7 +468,7 @@ def ofi_fails_then(host: str, pid: int, rank: int, nranks: int, nccl: str = "2.2
     """The OFI plugin loads, fails during its own init on this rank, and NCCL goes on with
     its internal IB or Socket transport (a fallback, not a failure)."""
     d = rank % gpn
-    out = [info(host, pid, d, m) for m in _common_head(rank, nccl, None, None, iface)]
+    out = [info(host, pid, d, m) for m in _common_head(host, rank, nccl, None, None, iface)]
     out.append(info(host, pid, d, "NET/Plugin: Loaded net plugin AWS Libfabric (v8)"))
     out.append(info(host, pid, d, "NET/OFI Initializing aws-ofi-nccl 1.11.0"))
     if libfabric_lines:
@@ -490,7 +497,7 @@ def ofi_verbs_then_ib(host: str, pid: int, rank: int, nranks: int, nccl: str = "
     """The OFI plugin loads with a `verbs;ofi_rxm` provider, errors out, and NCCL assigns
     its internal IB plugin to the communicator."""
     d = rank % gpn
-    out = [info(host, pid, d, m) for m in _common_head(rank, nccl, None, None, "ib0")]
+    out = [info(host, pid, d, m) for m in _common_head(host, rank, nccl, None, None, "ib0")]
     out.append(info(host, pid, d, "NET/Plugin: Loaded net plugin Libfabric (v9)"))
     out.append(info(host, pid, d, "NET/OFI Initializing aws-ofi-nccl 1.14.0"))
     out.append(info(host, pid, d, "NET/OFI Selected provider is verbs;ofi_rxm, fabric is "
@@ -560,7 +567,7 @@ def single_host_job(n: int = 8, host: str = "dgx01", pid0: int = 500, *, nccl: s
     streams = []
     for r in range(n):
         pid = pid0 if one_process else pid0 + r
-        msgs = _common_head(r, nccl, None, {"NCCL_SOCKET_IFNAME": iface}, iface)
+        msgs = _common_head(host, r, nccl, None, {"NCCL_SOCKET_IFNAME": iface}, iface)
         if plugin:
             msgs += ["NET/Plugin: Loaded net plugin AWS Libfabric (v6)",
                      "NET/OFI Using aws-ofi-nccl 1.6.0",

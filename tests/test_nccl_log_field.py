@@ -344,6 +344,19 @@ def test_ray_dedup_suffix_is_not_part_of_the_network_name(tmp_path):
     assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
 
 
+@pytest.mark.parametrize("edge", ["\u2502", "\u2503"])
+def test_a_terminal_viewers_box_is_not_part_of_the_lines(tmp_path, edge):
+    # k9s shows a pod's log in a box: `│ <line>` right-padded to the width, then `│`.
+    lines = [f"{edge} {x:<150}{edge}" for x in L.interleave(job(L.ib_rank, nccl="2.10.3"), 2)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["nccl_version"] == "2.10.3", d["summary"]
+    assert {r["network"] for r in d["ranks"]} == {"IB"}
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
+    v = analyse(lines).to_dict()  # line by line (feed) as in blocks
+    assert {k: v[k] for k in ("transport", "nccl_version", "warnings")} == {
+        k: d[k] for k in ("transport", "nccl_version", "warnings")}
+
+
 @pytest.mark.parametrize("group", [True, False])
 def test_nccl_tests_rank_table_tells_one_host_from_several(tmp_path, group):
     # `all_reduce_perf -g 4`: one process drives four GPUs and prints no rank lines; the
@@ -370,6 +383,53 @@ def test_nccl_tests_rank_table_tells_one_host_from_several(tmp_path, group):
     code, d = check(tmp_path, table(["gpu-a05"] * 4 + ["gpu-a06"] * 4)
                     + process("gpu-a05", 802211))
     assert d["transport"] == "socket" and d["inter_node"] is True and d["nodes"] == 2
+
+
+def test_two_machines_of_one_name_are_two_nodes(tmp_path):
+    # Two cloud VMs both called `ubuntu` (nccl-tests#166's shape), `-g 4` each: the table
+    # lists one host name, but each process bootstraps from its own address.
+    def table():
+        return ["# Using devices"] + [
+            f"#  Rank {r:2d} Group  0 Pid {(48811, 5120)[r // 4]:6d} on ubuntu device {r % 4:2d} "
+            "[0x00] NVIDIA A100-SXM4-40GB" for r in range(8)]
+
+    def process(pid, ip, complete):
+        out = [L.info("ubuntu", pid, 0, f"Bootstrap : Using ens4:{ip}<0>")]
+        for dev in range(4):
+            out += [L.info("ubuntu", pid, dev, m, tid=pid + 29 + dev) for m in (
+                f"NET/Socket : Using [0]ens4:{ip}<0>", "Using network Socket")]
+            if complete:
+                r = dev + (4 if pid == 5120 else 0)
+                out.append(L.info("ubuntu", pid, dev, f"comm 0x55{r:02d} rank {r} nranks 8 "
+                                  f"cudaDev {dev} busId {dev}0000 - Init COMPLETE"))
+        return out
+
+    for complete in (True, False):
+        lines = process(48811, "10.0.0.1", complete) + process(5120, "10.0.0.2", complete)
+        code, d = check(tmp_path, table() + lines)
+        assert d["transport"] == "socket" and d["inter_node"] is True, d["summary"]
+        assert d["nodes"] == 2
+        code, d = check(tmp_path, lines)  # no table: the comm lines hold every rank
+        assert d["transport"] == "socket" and d["nodes"] == 2, d["summary"]
+        assert d["inter_node"] is (True if complete else None)
+    # the same two processes at one address are one machine
+    lines = process(48811, "10.0.0.1", True) + process(5120, "10.0.0.1", True)
+    code, d = check(tmp_path, table() + lines)
+    assert d["transport"] == "none" and d["nodes"] == 1, d["summary"]
+
+
+def test_a_rank_that_fails_before_naming_a_network_attempted_the_jobs(tmp_path):
+    # Lightning-AI/pytorch-lightning#14986's shape: every other rank chose IB, and rank 0's
+    # bootstrap root thread reports a rank launched twice before rank 0 names a network.
+    streams = job(L.ib_rank, nodes=2, gpn=4, comm=False, channels=False)
+    streams[0] = streams[0][:2] + L.warn(
+        L.rank_host(0), 40000, 0, "Bootstrap Root : rank 1 of 8 ranks has already checked in",
+        where="bootstrap.cc:131")
+    code, d = check(tmp_path, L.interleave(streams, 2))
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code != 0, d["summary"]
+    assert "while trying ib" in d["warnings"][0]["message"], d["warnings"]
+    failed = [r for r in d["ranks"] if r["transport"] == "failed"]
+    assert len(failed) == 1 and failed[0]["attempted"] is None  # its own lines name none
 
 
 # --------------------------------------------------------------------------------------------
