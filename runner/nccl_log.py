@@ -15,7 +15,7 @@ Design:
 - One pass, linear time, bounded memory: a stream is read in blocks and each block is
   scanned by a few regex passes that start with a literal (`_PASS_PATTERNS`), so the engine
   skips at C speed to the few lines that matter; only those are decoded and parsed, the rest
-  is counted. A pass runs only on blocks that hold a byte all its matches need (`_GATES`),
+  is counted. A pass runs only on blocks that hold a byte its matches need (`_GATES`),
   and searches a window of _SEARCH_BYTES only when reading reaches it, so text taken in one
   step is not searched: a run of one process's channel lines
   (`_channel_run`), and text that repeats the text before it (a log concatenated from
@@ -214,7 +214,9 @@ _PASS_PATTERNS = (
     # without NCCL's; pdsh, kubectl or an indent may come before it)
     r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)|NCCL version \d" % _MSG_HEADS,
     r"via NET/",  # channel and ring lines that cross nodes
-    r"\.(?:cc|cu|c|h|cpp|cuh):\d+ -> -?\d",  # error chains
+    # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
+    # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
+    r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:-> -?\d|WARN )",
     r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
@@ -222,10 +224,11 @@ _PASS_PATTERNS = (
     r"#\s+Rank\s+\d+\s",  # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
-# A byte that every match of a pass contains: a block without it skips that pass. Looking
-# for one byte is memchr, several times cheaper than a pass, and the lines that make a long
-# job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold no `T`, `>` or `_`.
-_GATES = (None, b"T", b">", None, None, b"_", None, b"#")
+# Bytes one of which every match of a pass contains: a block with none of them skips that
+# pass. Looking for one byte is memchr, several times cheaper than a pass, and the lines
+# that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
+# no `T`, `>` or `_`. (An old WARN without a chain costs a second look: `WARN`.)
+_GATES = ((), (b"T",), (b">", b"WARN"), (), (), (b"_",), (), (b"#",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
@@ -255,8 +258,8 @@ _NCCL_PREFIX = re.compile(
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
 _DEV_NCCL = re.compile(
     r"^\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
-_BARE_NCCL = re.compile(
-    r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?)?"
+_BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:line`
+    r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?|[A-Za-z_][\w:~]*:\d+ )?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
 # Messages recognised even with both the prefix and `NCCL INFO` stripped.
 _BARE_MSG_HEADS = (
@@ -269,9 +272,9 @@ _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
 # Taken only with a message NCCL writes (INFO) or a source file (WARN), so that a log line
 # that merely looks like `10:00:00 [0] INFO ...` makes no process.
-_OLD_PREFIX = re.compile(
-    r"(?P<host>[^\s:\[\]]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
-    r"(?:\S+\.cu?:\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
+_OLD_PREFIX = re.compile(  # (a host of digits only is a clock: `12:00:01 [0] main.c:12 WARN`)
+    r"(?P<host>(?=[^\s:\[\]]*[^\d\s:\[\]])[^\s:\[\]]{1,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?:\S+\.(?:cc|cu|c|h|cpp|cuh):\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
     r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % (_MAX_HOST, _BARE_MSG_HEADS))
 
 # Outer prefixes written by launchers and log exporters, applied repeatedly (they stack).
@@ -288,6 +291,9 @@ _OUTER_PREFIXES = (
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
+    # NCCL's own prefix with placeholders pasted over it: `[Node-A]:[PID]:[Thread] [0] `
+    re.compile(r"^\[?(?P<host>[A-Za-z][\w.\-]*)\]?:(?:\[\w+\]|<\w+>|[A-Za-z]\w*):"
+               r"(?:\[\w+\]|<\w+>|[A-Za-z]\w*) (?=\[\d+\] )"),
 )
 
 # nccl-tests prints where every rank of the job runs, before NCCL's own lines:
@@ -329,6 +335,7 @@ _ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
 _NET_USING = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?Using (?P<rest>.*)")
 _IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(?=[\s;]|$)")
 _IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
+_NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b")
 _IB_SIDEBAND = re.compile(r"^NET/IB ?: ?Using interface (?P<iface>\S+) for sideband")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
@@ -348,6 +355,11 @@ _CHAIN = re.compile(
 # An error chain reaching init.cc/group.cc: the communicator's init returned an error.
 _TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
 # Links below it that are about the network (probing links such as include/net.h are not).
+# The transport a link of the chain belongs to (bootstrap, proxy and misc/socket belong to none)
+_CHAIN_KIND = (
+    (re.compile(r"(?:^|/)net_ib\.c[cu]?$|ib_plugin\.c$"), Transport.IB),
+    (re.compile(r"(?:^|/)net_socket\.c[cu]?$"), Transport.SOCKET),
+)
 _NET_CHAIN_FILE = re.compile(
     r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
     r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|ib_plugin\.c$")
@@ -370,6 +382,8 @@ _LIBFABRIC = re.compile(r"\blibfabric:(?P<pid>\d+):\d+:(?P<fields>[\w:;\-]*?):?\
 _FI_PROVIDER_ENV = re.compile(
     r"\bFI_PROVIDER(?:\s*=\s*|\s+set by environment to\s+|:\s+)['\"]?(?P<prov>[a-z][\w;]*)")
 _FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
+_NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
+_MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
 _BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
@@ -438,6 +452,11 @@ def _warn_kind(msg: str) -> Transport | None:
     if _WARN_SOCKET.search(msg):
         return Transport.SOCKET
     return None
+
+
+def _unlinked(text: str) -> str:
+    """A line copied from a rendered page: `net_ib/[p2p.cc:648](https://p2p.cc:648/)`."""
+    return _MD_LINK.sub(r"\1", text)
 
 
 def _unboxed(text: str) -> str:
@@ -781,7 +800,7 @@ class _Proc:
         "libfabric_version", "plugin_missing", "plugin_failed", "plugin_failed_seq", "not_found",
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
         "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
-        "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq",
+        "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "graph_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -838,6 +857,7 @@ class _Proc:
         self.setup_seq = -1  # last WARN about setting a connection up
         self.last_warn: str | None = None
         self.top_seq = -1  # last error chain line from init.cc / group.cc / [Async thread]
+        self.graph_seq = -1  # last error chain line from graph/ (topology search)
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -882,6 +902,8 @@ class _Proc:
             self.rank, self.nranks = other.rank, other.nranks
         if self.weak_kind is None and other.weak_kind is not None:
             self.weak_kind = other.weak_kind
+        if self.err_kind is None and other.err_kind is not None:
+            self.err_kind, self.err_msg = other.err_kind, self.err_msg or other.err_msg
 
     # -- one message (the text after "NCCL INFO " / "NCCL WARN ") ---------------------------
     def take(self, level: str, msg: str) -> None:
@@ -940,12 +962,19 @@ class _Proc:
         if " -> " in msg:
             m = _CHAIN.match(msg)
             if m and m.group("code") != "0":
+                if "graph/" in m.group("file"):
+                    self.graph_seq = seq
                 if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg:
                     self.top_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _NET_CHAIN_FILE.search(m.group("file")):
                     self.err_seq = seq
                     self.chain_msg = msg[:200]
+                    if self.err_kind is None:  # a chain with no WARN that named a transport
+                        for rx, kind in _CHAIN_KIND:
+                            if rx.search(m.group("file")):
+                                self.err_kind = kind
+                                break
         if "comm 0x" in msg:
             self._take_comm(msg, seq)
         elif "COMPLETE" in msg and _COMPLETE.search(msg):
@@ -1115,6 +1144,14 @@ class _Proc:
                 self._take_ips(msg)
         elif msg.startswith("NET/"):
             m = _NET_USING.match(msg)  # another plugin's device line: NET/FastSocket, NET/UCX
+            c = None if m else _NET_CONNECTED.match(msg)
+            if c:  # `NET/FastSocket : Connected after 1000 retries.`: a link set up after
+                # the plugin's retry WARNs (and the plugin in use)
+                kind = _net_kind(c.group("net"))
+                if kind is not None:
+                    if self.weak_kind is None:
+                        self._weak(kind, seq)
+                    self.chan_seq = seq
             if m:
                 kind = _net_kind(m.group("net"))
                 if kind is Transport.SOCKET:
@@ -1161,22 +1198,32 @@ class _Proc:
             kind = None  # the plugin picked a provider, then gave up
         return kind, None
 
-    def failure(self, selected: Transport | None) -> tuple[str | None, Transport | None]:
-        """(why init failed, the transport it was trying), or (None, None)."""
+    def failure(self, selected: Transport | None,
+                single_node: bool = False) -> tuple[str | None, Transport | None]:
+        """(why init failed, the transport it was trying), or (None, None). On a job that
+        stayed on one node, a topology search that failed (`graph/paths.cc:82 NCCL WARN
+        Failed to find reverse path`) with no network error since the choice is no
+        network's failure: the network was never to be used."""
         completed_after = self.complete_seq > max(self.sel_seq, 0)
         if self.not_found and self.complete_seq < self.fatal_seq:
             name = self.not_found
             return f"network {name} not found", _net_kind(name) or (
                 Transport.OFI if "ibfabric" in name or "OFI" in name else None)
         if self.fatal_msg and self.complete_seq < self.fatal_seq:
-            return self.fatal_msg, selected or _attempted_from_env(self.env)
+            # "Failed to initialize any NET plugin": what NCCL_NET asked for, else the net
+            # plugin that loaded and then gave up (aws-ofi-nccl on Slingshot)
+            return self.fatal_msg, selected or _attempted_from_env(self.env) or (
+                _net_kind(self.plugin) if self.plugin else None) or (
+                Transport.OFI if (self.plugin_failed or "").startswith("NET/OFI") else None)
         why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
-        if selected is not None or self.err_msg:
+        if selected is not None or self.err_msg or self.err_kind:
             # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
             # after an Init COMPLETE only a network error counts (NCCL >= 2.22 connects at the
             # first collective), not a CUDA fault or a bad argument in a running job
             if self.top_seq > self.sel_seq and self.complete_seq < self.top_seq and (
-                    not completed_after or self.err_seq > self.complete_seq):
+                    not completed_after or self.err_seq > self.complete_seq) and not (
+                    single_node and self.graph_seq > self.sel_seq
+                    and self.err_seq <= self.sel_seq):
                 return why, selected or self.err_kind
             # a network error after the choice, before init completed (or while setting a
             # connection up), and no channel set up after it
@@ -1186,12 +1233,12 @@ class _Proc:
                 return why, selected or self.err_kind
         if selected is None and self.ib_no_device and not self.unknown_nets \
                 and not self.plugin_failed and self.complete_seq < 0:
-            return "NET/IB : No device found, and no other network", Transport.IB
+            return _NO_DEVICE_ONLY, Transport.IB
         return None, None
 
     def report(self, inter_node: bool | None, lf_providers: Iterable[str] = ()) -> RankReport:
         selected, network = self.selection()
-        failure, attempted = self.failure(selected)
+        failure, attempted = self.failure(selected, inter_node is False)
         if failure is not None:
             chosen = Transport.FAILED
         else:
@@ -1565,7 +1612,7 @@ class LogAnalyser:
             h = hi if pos + _SEARCH_BYTES >= hi else find(b"\n", pos + _SEARCH_BYTES, hi) + 1 or hi
             hits: list[int] = []
             for rx, gate, bare in _SCAN:
-                if gate is not None and find(gate, pos, h) < 0:
+                if gate and all(find(g, pos, h) < 0 for g in gate):
                     continue  # no match possible in this window
                 if bare:  # its match starts at the \n before the line
                     hits += [m.start() + 1 for m in rx.finditer(data, pos, h)]
@@ -1606,6 +1653,8 @@ class LogAnalyser:
         text = line.decode("utf-8", "replace")
         if text[:1] in _BOX_EDGES and text:
             text = _unboxed(text)
+        if "](http" in text:
+            text = _unlinked(text)
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
             self._line(text, src)
             return e
@@ -1718,6 +1767,8 @@ class LogAnalyser:
     def _line(self, line: str, src: str) -> None:
         if line[:1] in _BOX_EDGES and line:
             line = _unboxed(line)
+        if "](http" in line:
+            line = _unlinked(line)
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if line.isprintable():  # the usual line: no CR, tab, colour or control character
@@ -2088,6 +2139,24 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     return out
 
 
+def _bootstrap_only(procs: list[_Proc]) -> list[_Proc]:
+    """NCCL 2.3-2.4's bootstrap uses the socket transport, so every rank prints `NET/Socket :
+    Using [0]ib0:...` before it loads a net plugin or looks for IB devices. A rank of such
+    a job with no IB line after it (a paste cut before its `NET/IB : Using` line) chose no
+    network yet; after `NET/IB : No device found` the socket it found is what it uses."""
+    version = _most_common((p.nccl_version for p in procs), key=_version_tuple)
+    if not version or _version_tuple(version) >= (2, 5):
+        return procs
+    out = []
+    for p in procs:
+        if p.weak_kind is Transport.SOCKET and not p.ib_no_device and not p.nets \
+                and not p.via_nets:
+            p = p.copy()  # the analyser's own state stays as it was (more lines may come)
+            p.weak_kind, p.weak_seq, p.sel_seq = None, -1, -1
+        out.append(p)
+    return out
+
+
 def _one_address(ip_lists: Iterable[list[str]]) -> bool:
     """Do all processes that name addresses share one (a host with two NICs lists both; a
     second host, even of the same name, has its own)?"""
@@ -2124,7 +2193,7 @@ def _loopback(ip: str) -> bool:
 class _Judge:
     def __init__(self, a: LogAnalyser) -> None:
         self.a = a
-        procs = _merge_cut_hosts(list(a._procs.values()))
+        procs = _bootstrap_only(_merge_cut_hosts(list(a._procs.values())))
         self.all_procs = procs
         # NCCL lines without NCCL's prefix and without a launcher prefix, in a file that has
         # prefixed lines, are tails of cut lines: their facts count for the job, but they do
@@ -2148,6 +2217,13 @@ class _Judge:
                 # the job, with what the process printed (its lines do not say which rank's).
                 reports += [replace(rep, rank=r, cuda_dev=None)
                             for r in sorted(p.ranks_seen) if r != rep.rank]
+        if any(r.selected not in (Transport.NONE, Transport.FAILED) for r in reports):
+            # Other ranks chose a network: a rank whose only network line is `NET/IB : No
+            # device found` was cut before its own choice (NCCL <= 2.5 printed its socket
+            # line before that one), not left without a network
+            reports = [replace(r, transport=Transport.NONE, selected=Transport.NONE,
+                               failure=None, attempted=None)
+                       if r.failure == _NO_DEVICE_ONLY else r for r in reports]
         self.ranks = tuple(sorted(
             reports,
             key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,

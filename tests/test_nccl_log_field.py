@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import os
 import subprocess
 import sys
@@ -116,6 +117,34 @@ def test_nccl23_source_files_end_in_cu_and_failures_are_read(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
 
 
+def test_nccl_2_4_bootstrap_socket_line_is_no_choice(tmp_path):
+    # NCCL 2.4 prints `NET/Socket : Using [0]ib0` for its bootstrap on every rank before it
+    # loads a plugin and finds IB (nv_peer_memory#56). A paste cut after that line on some
+    # ranks is no socket fallback; after `NET/IB : No device found` the socket is the choice.
+    def rank(h, pid, ip, rest):
+        return [L.info(h, pid, 0, m, tid=pid + 270) for m in
+                [f"NET/Socket : Using [0]ib0:{ip}<0>", *rest]]
+
+    ib = ["NET/Plugin : No plugin found (libnccl-net.so).",
+          "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:192.168.31.1<0>"]
+    lines = ["NCCL version 2.4.7+cuda10.0"] + rank("main", 20, "192.168.31.1", ib) \
+        + rank("main", 21, "192.168.31.1", ib[:1]) + rank("second", 41, "192.168.31.2", [])
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["mixed"] is False and code == 0, d["summary"]
+    assert [r["transport"] for r in d["ranks"]] == ["ib", "none", "none"]
+    # no IB device anywhere (16 cloud hosts, no plugin): the socket is what they use
+    lines = ["NCCL version 2.4.7+cuda10.0"]
+    for i in range(4):
+        lines += rank(f"ip-10-40-{i}-7", 47000 + i, f"10.40.{i}.7", [
+            "NET/Plugin : No plugin found (libnccl-net.so).", "NET/IB : No device found."])
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["attempted"] is None, d["summary"]
+    # NCCL >= 2.5 prints `Bootstrap : Using`; a NET/Socket line there is the choice
+    lines[0] = "NCCL version 2.5.6+cuda10.1"
+    code, d = check(tmp_path, [lines[0]] + rank("second", 41, "192.168.31.2", []))
+    assert d["transport"] == "socket", d["summary"]
+
+
 # --------------------------------------------------------------------------------------------
 # Other plugins: IBext/SHARP is IB, FastSocket is a socket transport, UCX is verbs
 
@@ -146,6 +175,19 @@ def test_fastsocket_plugin_is_a_socket_transport(tmp_path):
     assert all(r["socket_ifaces"] == ["eth0"] for r in d["ranks"])
     code, d = check(tmp_path, L.interleave(streams, 5), "--fabric", "infiniband")
     assert d["verdict"] == "fallback" and code == 1  # a plugin loaded, still TCP
+
+
+def test_fastsocket_retry_warnings_then_connected(tmp_path):
+    # google/nccl-fastsocket#4: the plugin warns while it retries, then connects; the job ran
+    lines = []
+    for h, pid in (("full-test-0", 6300), ("full-test-1", 5124)):
+        lines += L.warn(h, pid, 0, "Maximum retry reached for connect 3.",
+                        where="net_fastsocket.cc:674")
+        lines += [L.info(h, pid, 0, m, tid=pid + 25) for m in (
+            "connect qid: 3, rqid: 3", "NET/FastSocket : Connected after 1000 retries.")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and code == 0 and d["nodes"] == 2, d["summary"]
+    assert all(r["failure"] is None for r in d["ranks"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,6 +472,171 @@ def test_a_rank_that_fails_before_naming_a_network_attempted_the_jobs(tmp_path):
     assert "while trying ib" in d["warnings"][0]["message"], d["warnings"]
     failed = [r for r in d["ranks"] if r["transport"] == "failed"]
     assert len(failed) == 1 and failed[0]["attempted"] is None  # its own lines name none
+
+
+def _old_chain(host, pid, dev, files):
+    return [f"{host}:{pid}:{pid + 107} [{dev}] INFO {f} -> 2" for f in files]
+
+
+@pytest.mark.parametrize("where", ["include/socket.h:194", "misc/ibvwrap.cu:60",
+                                   "transport/net_ib.cc:555"])
+def test_nccl_2_2_warn_without_the_word_nccl(tmp_path, where):
+    # NCCL <= 2.2 wrote `host:pid:tid [dev] file:line WARN msg` (horovod#210's shape): the
+    # WARN, then a chain through net_ib to init: failed while trying IB
+    lines = []
+    for h, pid in (("gpu-svr27", 3123), ("gpu-svr28", 5120)):
+        lines += [f"{h}:{pid}:{pid} [0] INFO NET : Using interface eno1:10.9.0.{pid % 7}<0>",
+                  f"{h}:{pid}:{pid + 107} [0] {where} WARN Call to recv failed : "
+                  "Connection reset by peer"]
+        lines += _old_chain(h, pid, 0, ["transport/net_ib.cu:555", "include/net.h:30",
+                                        "bootstrap.cu:169", "init.cu:542"])
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code != 0, d["summary"]
+    assert {r["failure"] for r in d["ranks"]} == {"Call to recv failed : Connection reset by peer"}
+    # an application's own `... [0] main.c:12 WARN` line without a chain makes no process
+    code, d = check(tmp_path, ["12:00:01 [0] main.c:12 WARN low disk space"])
+    assert d["ranks"] == [] and d["transport"] == "none"
+    # alone in a window of text with no chain (no `>`): found in blocks as line by line
+    filler = [f"[rank0]: epoch 1 step {i} loss 0.{i:04d}" for i in range(12000)]
+    lines = filler + [f"gpu-svr27:3123:3230 [0] {where} WARN Call to recv failed : "
+                      "Connection reset by peer"] + filler
+    code, d = check(tmp_path, lines)
+    assert [r["host"] for r in d["ranks"]] == ["gpu-svr27"], d["summary"]
+    assert [{**r, "sources": []} for r in analyse(lines).to_dict()["ranks"]] == [
+        {**r, "sources": []} for r in d["ranks"]]
+
+
+def test_the_chain_names_the_transport_that_failed(tmp_path):
+    # The WARN names no transport (`Call to connect failed`); the chain goes through
+    # transport/net_socket (horovod#110). A rank with only a chain and no WARN of its own
+    # failed too (horovod#666).
+    lines = [L.info("lf-gpu21", 395594, 0, "Using network Socket", tid=395607)]
+    lines += L.warn("lf-gpu21", 395594, 0, "Call to connect failed : Connection timed out",
+                    where="include/socket.h:361")
+    lines += [L.info("lf-gpu21", 395594, 0, m, tid=395607) for m in (
+        "transport/net_socket.cu:139 -> 2", "init.cu:490 -> 2")]
+    lines += [L.info("lf-gpu22", 27283, 0, m, tid=27549) for m in (
+        "transport/net_socket.cu:166 -> 2", "bootstrap.cu:259 -> 2", "init.cu:536 -> 2")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+    assert [(r["host"], r["transport"], r["attempted"]) for r in d["ranks"]] == [
+        ("lf-gpu21", "failed", "socket"), ("lf-gpu22", "failed", "socket")]
+    # probing links name no transport: a chain through bootstrap alone is not a failure
+    code, d = check(tmp_path, [L.info("lf-gpu23", 7, 0, m) for m in (
+        "bootstrap.cu:259 -> 2", "init.cu:536 -> 2")])
+    assert d["transport"] == "none", d["summary"]
+
+
+def test_a_cut_host_keeps_the_transport_of_its_warn(tmp_path):
+    # `[15]23:91:3526` is the tail of `[15]wrk-23:91:3526` (a cut line): its WARN, the only
+    # one naming the socket transport, is folded into the whole host's process
+    lines = ["[15]" + x for x in (
+        L.info("wrk-23", 91, 0, "Bootstrap : Using eth0:100.97.18.23<0>"),
+        L.info("wrk-23", 91, 0, "misc/socket.cc:520 -> 2", tid=3526),
+        "23:91:3526 [0] transport/net_socket.cc:219 NCCL WARN NET/Socket : socket progress error",
+        L.info("wrk-23", 91, 0, "proxy.cc:614 -> 2 [Proxy Thread]", tid=3520),
+        L.info("wrk-23", 91, 0, "init.cc:1115 -> 2", tid=3520))]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+    assert [r["host"] for r in d["ranks"]] == ["wrk-23"]
+
+
+def test_placeholders_over_nccls_prefix(tmp_path):
+    # sglang#4857: the reporter replaced host, pid and tid with `[Node-A]:[PID]:[Thread]`
+    lines = [f"[Node-{n}]:[PID]:[Thread] [0] NCCL WARN NET/IB : Got completion from peer "
+             "[PRIVATE_IP] with error 12, opcode 0, len 0, vendor err 129 (Recv)" for n in "AB"]
+    lines += [f"[Node-{n}]:[PID]:[Thread] [0] NCCL INFO transport/net.cc:1302 -> 6"
+              for n in "AB"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert len(d["ranks"]) == 2
+
+
+def test_any_net_plugin_failing_after_the_ofi_plugin_loaded_attempted_ofi(tmp_path):
+    # aws-ofi-nccl 1.21 on cxi finds no eligible provider; NCCL then gives up on every net
+    # plugin. NCCL_NET was set in the job script but not echoed.
+    h, pid = "x3002c0s13b0n0", 2233526
+    lines = [L.info(h, pid, 0, m) for m in (
+        "NET/Plugin: Loaded net plugin AWS Libfabric (v11)",
+        "NET/OFI Initializing aws-ofi-nccl 1.21.1", "NET/OFI No eligible providers were found")]
+    lines += L.warn(h, pid, 0, "NET/OFI Initializing plugin failed",
+                    where="ncclResult_t nccl_net_ofi_init(ncclDebugLogger_t):79")
+    lines += L.warn(h, pid, 0, "Failed to initialize any NET plugin", where="plugin/net.cc:306")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi", d["summary"]
+    # the INFO lines stripped of their prefix (only the WARNs keep it): the WARN names OFI
+    stripped = ["NCCL INFO " + x.split(" NCCL INFO ", 1)[1] if " NCCL INFO " in x else x
+                for x in lines]
+    code, d = check(tmp_path, stripped)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi", d["summary"]
+
+
+def test_stripped_warn_after_a_function_name(tmp_path):
+    # aws-ofi-nccl writes `function:line` where NCCL writes `file.cc:line` (aws-ofi-nccl#927,
+    # prefixes stripped by the reporter)
+    lines = ["get_req_from_imm_data:1411 NCCL WARN NET/OFI Unexpected status (0) for message 246",
+             "NCCL INFO transport/net.cc:1302 -> 3"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi", d["summary"]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_topology_failure_on_one_node_is_not_a_network_failure(tmp_path, nodes):
+    # ROCm/rccl#1728: one process drives 4 GPUs of one VM; the topology search fails after
+    # NET/Socket lists its device. On one node the network was never to be used; on two,
+    # init failed with the network chosen, as before.
+    lines = []
+    for n in range(nodes):
+        h, pid = f"node-{n + 3}", 177402 + n
+        lines += [L.info(h, pid, 0, "NET/Socket : Using [0]eth0:100.64.31.%d<0>" % (9 + n),
+                         tid=pid + 11)]
+        lines += L.warn(h, pid, 0, "Failed to find reverse path from remNode 0/200000 nlinks 3 "
+                        "to node 0/700000", where="graph/paths.cc:82")
+        lines += [L.info(h, pid, 0, m, tid=pid + 11) for m in (
+            "graph/paths.cc:608 -> 3", "init.cc:1248 -> 3", "group.cc:68 -> 3 [Async thread]")]
+        if nodes == 1:
+            lines = ["# Using devices"] + [
+                f"#  Rank {r} Group  0 Pid {pid} on {h} device {r} [0x00] AMD Instinct MI300X VF"
+                for r in range(4)] + lines
+    code, d = check(tmp_path, lines)
+    if nodes == 1:
+        assert d["transport"] == "none" and code == 0, d["summary"]
+    else:
+        assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+
+
+def test_source_files_that_a_rendered_page_made_links(tmp_path):
+    # NVIDIA/nccl#2397 as its page renders: `.cc` is a domain, so `p2p.cc:648` became a link
+    def linked(line):
+        return re.sub(r"(\w+\.cc):(\d+)", r"[\1:\2](https://\1:\2/)", line)
+
+    streams = job(L.ib_rank, nccl="2.21.5", channels=False)
+    for r in (1, 5):
+        h, pid = L.rank_host(r), 40000 + 17 * r
+        streams[r] += [linked(x) for x in L.warn(
+            h, pid, r % 4, "Call to ibv_modify_qp failed with error No such device",
+            where="misc/ibvwrap.cc:262")]
+        streams[r] += [linked(L.info(h, pid, r % 4, m)) for m in (
+            "transport/net_ib.cc:800 -> 2", "init.cc:1234 -> 2")]
+    lines = L.interleave(streams, 2)
+    assert any("](https://init.cc:1234/)" in x for x in lines)
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert sorted(r["rank"] for r in d["ranks"] if r["transport"] == "failed") == [1, 5]
+    assert [r for r in d["ranks"] if r["failure"]][0]["failure"].startswith("Call to ibv_modify_qp")
+
+
+def test_a_rank_cut_after_no_ib_device_is_no_failure_where_others_chose(tmp_path):
+    # NVIDIA/nccl#226 (NCCL 2.4.7): the paste begins mid-log, so one rank's only line is
+    # `NET/IB : No device found.`; every other rank uses sockets. Alone, every rank with
+    # only that line still fails (no network at all).
+    streams = job(L.legacy_rank, nccl="2.4.8", net="Socket", nodes=2, gpn=2, iface="eth0")
+    streams[3] = [L.info(L.rank_host(3, 2), 40000 + 17 * 3, 1, "NET/IB : No device found.")]
+    code, d = check(tmp_path, L.interleave(streams, 1))
+    assert d["transport"] == "socket" and code == 0, d["summary"]
+    assert [r["transport"] for r in d["ranks"]][-1] == "none"
+    code, d = check(tmp_path, streams[3])
+    assert d["transport"] == "failed" and d["attempted"] == "ib"
 
 
 # --------------------------------------------------------------------------------------------
