@@ -163,6 +163,7 @@ _MAX_NCCL_WARNINGS = 5  # raw NCCL WARN messages kept per process
 _MAX_ENV = 64  # echoed env settings kept per process (and for the job)
 _MAX_RANKS_SEEN = 1024  # world ranks one process drives (one process may drive 8 GPUs)
 _MAX_HOST = 255  # a host name longer than a DNS name is not one
+_MAX_WRAPPED = 4  # indented lines taken as the message of a WARN line that has none
 _MAX_SEEN_LINES = 4096  # parsed lines remembered per block, to notice text that repeats
 _MAX_SEEN_LINE = 1024  # bytes: longer lines are not remembered (NCCL's own are shorter)
 _MAX_REPEAT_PROCS = 8192  # beyond this many processes, repeated text is read as usual
@@ -209,6 +210,8 @@ if sys.version_info >= (3, 11):
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
 _BARE_START = r"(?=[\[ |0-9A-Z]|nccl|comm 0x|rank )"
+# ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
+_BARE_HEADS = _MSG_HEADS + r"|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s"
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
@@ -217,7 +220,7 @@ _PASS_PATTERNS = (
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:-> -?\d|WARN )",
-    r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _MSG_HEADS),  # lines stripped of NCCL's prefix
+    r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _BARE_HEADS),  # lines stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
     r"\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
@@ -227,11 +230,11 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
 # pass. Looking for one byte is memchr, several times cheaper than a pass, and the lines
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
-# no `T`, `>` or `_`. (An old WARN without a chain costs a second look: `WARN`.)
-_GATES = ((), (b"T",), (b">", b"WARN"), (), (), (b"_",), (), (b"#",))
+# no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it.)
+_GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
-_FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _MSG_HEADS)).encode())  # at offset 0
+_FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
 # The same test for one line (feed()): a line is parsed iff a pass above would find it.
 _LINE_PASSES = tuple(re.compile(p, re.ASCII).search for i, p in enumerate(_PASS_PATTERNS)
                      if i != _BARE_PASS) + (re.compile(_FIRST_LINE.pattern.decode(), re.ASCII).match,)
@@ -297,9 +300,10 @@ _OUTER_PREFIXES = (
 )
 
 # nccl-tests prints where every rank of the job runs, before NCCL's own lines:
-# `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group)
+# `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group;
+# a page that rendered the paste as markdown made the `#` lines headings, without the `#`)
 _TESTS_RANK = re.compile(
-    r"#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
+    r"(?:#|^|\s)\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
 # line alone after a prefix that is no launcher's we know (the line must end with it)
 _PREFIXED_VERSION = re.compile(
@@ -344,7 +348,7 @@ _COMM = re.compile(
     r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?=\s)")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
 _NNODES = re.compile(r"\bnNodes (?P<n>\d+)(?=\s)")
-_COMPLETE = re.compile(r"- (?:Init )?COMPLETE\b")
+_COMPLETE = re.compile(r"- (?:Init )?COMPLETE\b|\bInit COMPLETE\b")  # (`… Init COMPLETE`: elided)
 _ENV_ECHO = re.compile(r"^(?P<key>[A-Z][A-Z0-9_]*) set by environment to (?P<value>.*?)\s*$")
 # Environment settings echoed by job scripts (`set -x`, `env | grep`, `mpirun -x`).
 _ENV_ASSIGN = re.compile(
@@ -382,6 +386,11 @@ _LIBFABRIC = re.compile(r"\blibfabric:(?P<pid>\d+):\d+:(?P<fields>[\w:;\-]*?):?\
 _FI_PROVIDER_ENV = re.compile(
     r"\bFI_PROVIDER(?:\s*=\s*|\s+set by environment to\s+|:\s+)['\"]?(?P<prov>[a-z][\w;]*)")
 _FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
+_JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>(?:[^"\\]|\\.)*)"')
+# Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
+_STRIPPED_WARN = re.compile(
+    r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
+    r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
@@ -452,6 +461,19 @@ def _warn_kind(msg: str) -> Transport | None:
     if _WARN_SOCKET.search(msg):
         return Transport.SOCKET
     return None
+
+
+def _unjsoned(text: str) -> str:
+    """A line of a JSON log (Docker's json-file, Kubernetes log shippers, cloud exports):
+    `{"log":"host:pid:tid [0] NCCL INFO ...\\n","stream":"stdout",...}`: the message it
+    carries. A line that is not such a record is returned as it is."""
+    m = _JSON_MSG.search(text)
+    if m is None:
+        return text
+    try:
+        return json.loads(f'"{m.group("v")}"').rstrip("\r\n")
+    except ValueError:
+        return text
 
 
 def _unlinked(text: str) -> str:
@@ -1467,6 +1489,8 @@ class LogAnalyser:
         self._prefixes: dict[str, dict[str, _Proc]] = {}
         self._n_prefixes = 0
         self.repeated_bytes = 0  # text counted as copies of the text before it (_repeat)
+        self._held: list[str] = []  # feed(): a WARN with no message, and its wrapped lines
+        self._held_src = ""
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -1489,14 +1513,28 @@ class LogAnalyser:
                 line = _CTRL.sub("", line)
         line = line.rstrip("\n")
         for piece in line.split("\n") if "\n" in line else (line,):
+            if self._held:
+                if piece[:1] in (" ", "\t") and piece.strip() and len(self._held) <= _MAX_WRAPPED:
+                    self._held.append(piece.strip())  # the WARN's message, wrapped
+                    continue
+                self._flush_held()
             if _triggers(piece):
+                if piece.rstrip().endswith("NCCL WARN"):  # its message may follow, indented
+                    self._held, self._held_src = [piece.rstrip()], src
+                    continue
                 self._line(piece, src)
+
+    def _flush_held(self) -> None:
+        if self._held:
+            held, self._held = " ".join(self._held), []
+            self._line(held, self._held_src)
 
     @_cycle_collector_paused
     def feed_stream(self, stream: IO[bytes], source: str | None = None,
                     block_bytes: int = BLOCK_BYTES) -> StreamStats:
         """A whole binary stream, read in blocks: linear time, memory bounded by the block
         and line limits. Stops early on binary data (see StreamStats.binary)."""
+        self._flush_held()
         src = self._source_name(source)
         stats = StreamStats()
         limit = MAX_LINE_CHARS * 4  # bytes of one line kept (UTF-8: up to 4 per character)
@@ -1655,6 +1693,10 @@ class LogAnalyser:
             text = _unboxed(text)
         if "](http" in text:
             text = _unlinked(text)
+        if text[:1] == "{":
+            text = _unjsoned(text)
+        if e < hi and data[e + 1:e + 2] in (b" ", b"\t") and text.rstrip().endswith("NCCL WARN"):
+            text, e = self._wrapped_warn(data, text, e, hi)
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
             self._line(text, src)
             return e
@@ -1678,6 +1720,21 @@ class LogAnalyser:
                 and text[i + 6:j] == "INFO":
             return self._channel_run(data, start, e, hi, text, i, msg, proc)
         return e
+
+    @staticmethod
+    def _wrapped_warn(data: bytes, text: str, e: int, hi: int) -> tuple[str, int]:
+        """A WARN line with no message, whose message a note or a mail wrapped onto the
+        indented lines after it: the joined line, and where it ends (as feed() joins)."""
+        parts = [text.rstrip()]
+        while e < hi and data[e + 1:e + 2] in (b" ", b"\t") and len(parts) <= _MAX_WRAPPED:
+            nxt = data.find(b"\n", e + 1, hi)
+            nxt = hi if nxt < 0 else nxt
+            piece = data[e + 1:nxt].decode("utf-8", "replace").strip()
+            if not piece:
+                break
+            parts.append(piece)
+            e = nxt
+        return " ".join(parts), e
 
     def _repeat(self, data: bytes, src: str, s: int, q: int, hi: int,
                 prefixes: dict[str, "_Proc"]) -> int:
@@ -1769,6 +1826,8 @@ class LogAnalyser:
             line = _unboxed(line)
         if "](http" in line:
             line = _unlinked(line)
+        if line[:1] == "{":
+            line = _unjsoned(line)
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if line.isprintable():  # the usual line: no CR, tab, colour or control character
@@ -1869,7 +1928,12 @@ class LogAnalyser:
         if d:
             dev, level, msg = int(d.group("dev")), d.group("level"), rest[d.end():]
         elif _BARE_MSG.match(rest):
-            level, msg = "INFO", rest
+            # no level and no prefix left (a paste stripped of both): the plugin's error
+            # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
+            # PyTorch's echo of the last error: `[rank3]: NET/OFI Request completed with
+            # error`, which the rank's own WARN already told.)
+            level = "WARN" if not labels and _STRIPPED_WARN.match(rest) else "INFO"
+            msg = rest
         else:
             b = _BARE_NCCL.match(rest)
             if b:
@@ -1959,6 +2023,7 @@ class LogAnalyser:
     # -- output ---------------------------------------------------------------------------
     @_cycle_collector_paused
     def result(self) -> LogVerdict:
+        self._flush_held()
         return _Judge(self).verdict()
 
 

@@ -399,15 +399,16 @@ def test_a_terminal_viewers_box_is_not_part_of_the_lines(tmp_path, edge):
         k: d[k] for k in ("transport", "nccl_version", "warnings")}
 
 
-@pytest.mark.parametrize("group", [True, False])
-def test_nccl_tests_rank_table_tells_one_host_from_several(tmp_path, group):
+@pytest.mark.parametrize("group,mark", [(True, "#"), (False, "#"), (True, "")])
+def test_nccl_tests_rank_table_tells_one_host_from_several(tmp_path, group, mark):
     # `all_reduce_perf -g 4`: one process drives four GPUs and prints no rank lines; the
-    # table nccl-tests prints first lists every rank's host.
+    # table nccl-tests prints first lists every rank's host. (mark "": a page rendered the
+    # paste as markdown, and its `#` lines became headings without the `#`.)
     def table(hosts):
         g = "Group  0 " if group else ""
-        return ["# Using devices"] + [
-            f"#  Rank {r:2d} {g}Pid {802211 + r // 4:6d} on {h} device {r % 4:2d} [0x{r:02x}] "
-            "NVIDIA A100-PCIE-40GB" for r, h in enumerate(hosts)]
+        return [f"{mark} Using devices".strip()] + [
+            (f"{mark}  " if mark else "") + f"Rank {r:2d} {g}Pid {802211 + r // 4:6d} on {h} "
+            f"device {r % 4:2d} [0x{r:02x}] NVIDIA A100-PCIE-40GB" for r, h in enumerate(hosts)]
 
     def process(host, pid):
         out = [L.info(host, pid, 0, "Bootstrap : Using eth0:172.16.9.58<0>")]
@@ -637,6 +638,49 @@ def test_a_rank_cut_after_no_ib_device_is_no_failure_where_others_chose(tmp_path
     assert [r["transport"] for r in d["ranks"]][-1] == "none"
     code, d = check(tmp_path, streams[3])
     assert d["transport"] == "failed" and d["attempted"] == "ib"
+
+
+def test_a_warn_whose_message_was_wrapped_onto_indented_lines(tmp_path):
+    # A site's debugging notes (aws-ofi-nccl 1.8 on cxi): the WARN line ends at `NCCL WARN`
+    # and its message follows on indented lines. Before Init COMPLETE it fails the rank.
+    h, pid = "nid005123", 418822
+    head = [L.info(h, pid, 0, m) for m in (
+        "NET/OFI Initializing aws-ofi-nccl 1.8.1-aws",
+        "NET/OFI Selected Provider is cxi (found 4 nics)", "Using network AWS Libfabric")]
+    warn = [f"[2026-05-13 18:01:41] {h}:{pid}:{pid + 685} [0] ofi_process_cq:196 NCCL WARN",
+            "    NET/OFI Request 0x400aa7dd3b98 completed with error.",
+            "    RC: 107. Error: Inappropriate ioctl for device.",
+            "    Completed length: 0, Request: { dev: 0, size: 0, state: CREATED, direction: SEND }",
+            "", "libfabric:331207::cxi:av:cxip_av_insert_addr():114<warn>"]
+    joined = [" ".join([warn[0]] + [x.strip() for x in warn[1:4]])] + warn[4:]
+    failures = []
+    for lines in (head + warn, head + joined):
+        code, d = check(tmp_path, lines)
+        v = analyse(lines).to_dict()
+        assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "cxi"), \
+            d["summary"]
+        assert v["summary"] == d["summary"] and v["ranks"][0]["failure"] == d["ranks"][0]["failure"]
+        failures.append(d["ranks"][0]["failure"])
+    assert failures[0] == failures[1] and failures[0].startswith(
+        "NET/OFI Request 0x400aa7dd3b98 completed with error. RC: 107. Error: Inappropriate")
+    # after init completed (the notes elided `- ` as `…`) it is an error of a running job
+    done = [L.info(h, pid, 0, "ncclCommInitRank \u2026 rank 0 nranks 2 \u2026 Init COMPLETE")]
+    code, d = check(tmp_path, head + done + warn)
+    assert (d["transport"], d["provider"]) == ("ofi", "cxi"), d["summary"]
+
+
+def test_a_paste_stripped_of_prefix_and_level_keeps_the_plugins_errors(tmp_path):
+    # Perlmutter notes: every `host:pid:tid [n] NCCL INFO/WARN` was removed. The plugin's
+    # error wording (which no INFO line has) is a WARN; under a launcher prefix it is
+    # PyTorch's echo of the last error, which tells nothing new.
+    lines = ["NET/OFI Initializing aws-ofi-nccl 1.19.0",
+             "NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)",
+             "NET/OFI Request ... completed with error. RC: 5. Flags: 260. Error: 16 (NO_SPACE)."]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "cxi"), \
+        d["summary"]
+    code, d = check(tmp_path, ["[rank3]: " + x for x in lines])
+    assert d["transport"] == "ofi", d["summary"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1080,6 +1124,25 @@ def test_srun_label_and_stripped_host_with_redaction(tmp_path):
                 for r, s in enumerate(streams)]
     code, d = check(tmp_path, L.interleave(labelled, 2), "--fabric", "slingshot")
     assert d["transport"] == "ofi" and d["provider"] == "cxi" and code == 0
+
+
+@pytest.mark.parametrize("key", ["log", "message", "textPayload"])
+def test_json_log_records(tmp_path, key):
+    # Docker's json-file log (`{"log":"...\\n","stream":"stdout","time":...}`), log shippers
+    # (`message`) and cloud exports (`textPayload`) wrap every line in a JSON string
+    streams = job(L.ofi_cxi_rank, nccl="2.23.4")
+    streams[5] = L.socket_rank(L.rank_host(5), 40000 + 17 * 5, 5, 8, iface="hsn0")
+    plain = L.interleave(streams, 3)
+    wrapped = [json.dumps({key: x + "\n", "stream": "stdout", "time": "2026-11-23T05:00:00Z"},
+                          separators=(",", ":")) for x in plain]
+    code, want = check(tmp_path, plain, name="plain.log")
+    code2, got = check(tmp_path, wrapped)
+    assert want["transport"] == "socket" and want["mixed"] is True
+    assert {k: v for k, v in got.items() if k not in ("source", "sources", "ranks")} == {
+        k: v for k, v in want.items() if k not in ("source", "sources", "ranks")}
+    assert [{**r, "sources": []} for r in got["ranks"]] == [
+        {**r, "sources": []} for r in want["ranks"]] and code2 == code
+    assert analyse(wrapped).to_dict()["summary"] == got["summary"]  # line by line alike
 
 
 # --------------------------------------------------------------------------------------------
