@@ -253,10 +253,11 @@ _ANSI_BYTES = re.compile(
     rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
 # NCCL's prefix: [timestamp] host:pid:tid [cudaDev] [file:line [(func)]] NCCL LEVEL.
-# The host may be redacted (`<cluster_name>`, `xxx-xxx`) or stripped (`:22901:22901 [0]`).
+# The host may be redacted (`<cluster_name>`, `xxx-xxx`) or stripped (`:22901:22901 [0]`);
+# a markdown backtick before it (`` `gpu2:19989:20082 [1] ...``) is no part of it.
 _NCCL_PREFIX = re.compile(
-    r"(?P<host>[^\s:\[\]]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
-    r"(?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
+    r"(?P<host>[^\s:\[\]`]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?:(?P<src>[^\[\]\n]{0,200}?) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
 )
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
 _DEV_NCCL = re.compile(
@@ -276,7 +277,7 @@ _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # Taken only with a message NCCL writes (INFO) or a source file (WARN), so that a log line
 # that merely looks like `10:00:00 [0] INFO ...` makes no process.
 _OLD_PREFIX = re.compile(  # (a host of digits only is a clock: `12:00:01 [0] main.c:12 WARN`)
-    r"(?P<host>(?=[^\s:\[\]]*[^\d\s:\[\]])[^\s:\[\]]{1,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:\S+\.(?:cc|cu|c|h|cpp|cuh):\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
     r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % (_MAX_HOST, _BARE_MSG_HEADS))
 
@@ -391,6 +392,10 @@ _JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>
 _STRIPPED_WARN = re.compile(
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
+# A WARN that init.cc itself prints when init cannot go on (not its advice, such as RCCL's
+# `Missing "iommu=pt" from kernel command line`)
+_INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
+_BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
@@ -926,6 +931,10 @@ class _Proc:
             self.weak_kind = other.weak_kind
         if self.err_kind is None and other.err_kind is not None:
             self.err_kind, self.err_msg = other.err_kind, self.err_msg or other.err_msg
+        if other.complete_seq >= 0 and self.complete_seq < 0:
+            # its part completed (or carried data): place that after what we read, since
+            # the two parts' line numbers cannot be compared
+            self.complete_seq = self.lines
 
     # -- one message (the text after "NCCL INFO " / "NCCL WARN ") ---------------------------
     def take(self, level: str, msg: str) -> None:
@@ -991,6 +1000,13 @@ class _Proc:
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _NET_CHAIN_FILE.search(m.group("file")):
                     self.err_seq = seq
+                    below = self.chain_msg or ""  # the link below this one
+                    if self.err_kind is Transport.SOCKET and _BOOTSTRAP_FILE.search(
+                            m.group("file")) and "net_socket" not in below \
+                            and "bootstrap" not in below:
+                        # a socket error on the bootstrap's own sockets (which are sockets
+                        # whatever the transport): no transport was being tried
+                        self.err_kind = None
                     self.chain_msg = msg[:200]
                     if self.err_kind is None:  # a chain with no WARN that named a transport
                         for rx, kind in _CHAIN_KIND:
@@ -1921,6 +1937,13 @@ class LogAnalyser:
                 prefixes[text[:i]] = proc
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
+            where = m.groupdict().get("src")  # (_OLD_PREFIX has none)
+            if where and m.group("level") == "WARN" and _INIT_FAULT.match(msg) \
+                    and _TOP_CHAIN_FILE.search(where.split(":", 1)[0]):
+                # `init.cc:263 NCCL WARN Cuda failure 'initialization error'`: init itself
+                # failed, as a chain reaching init.cc says (nccl#1029)
+                proc.top_seq = proc.lines
+                proc.chain_msg = proc.chain_msg or msg[:200]
             return
         rest, labels = self._outer(text)
         dev: int | None = None

@@ -544,13 +544,60 @@ def test_a_cut_host_keeps_the_transport_of_its_warn(tmp_path):
 
 def test_placeholders_over_nccls_prefix(tmp_path):
     # sglang#4857: the reporter replaced host, pid and tid with `[Node-A]:[PID]:[Thread]`
-    lines = [f"[Node-{n}]:[PID]:[Thread] [0] NCCL WARN NET/IB : Got completion from peer "
-             "[PRIVATE_IP] with error 12, opcode 0, len 0, vendor err 129 (Recv)" for n in "AB"]
-    lines += [f"[Node-{n}]:[PID]:[Thread] [0] NCCL INFO transport/net.cc:1302 -> 6"
-              for n in "AB"]
-    code, d = check(tmp_path, lines)
+    def lines(msg):
+        return [f"[Node-{n}]:[PID]:[Thread] [0] NCCL WARN {msg}" for n in "AB"] + [
+            f"[Node-{n}]:[PID]:[Thread] [0] NCCL INFO transport/net.cc:1302 -> 6" for n in "AB"]
+
+    code, d = check(tmp_path, lines("NET/IB : ibv_modify_qp failed with error Network is "
+                                    "unreachable"))
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
-    assert len(d["ranks"]) == 2
+    assert sorted(r["host"] for r in d["ranks"]) == ["Node-A", "Node-B"]
+    code, d = check(tmp_path, lines("NET/IB : Got completion from peer [PRIVATE_IP] with error "
+                                    "12, opcode 0, len 0, vendor err 129 (Recv)"))
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
+def test_init_itself_failing_after_the_choice(tmp_path):
+    # NVIDIA/nccl#1029 (pdsh prefixes): IBext chosen, then init.cc's own WARN says CUDA
+    # failed, with no chain after it. Advice that init.cc prints is no failure.
+    def lines(msg):
+        h, pid = "rdma-gpu-worker-1", 2918
+        return [f"{h}: " + x for x in [L.info(h, pid, 4, "Using network IBext", tid=4483)]
+                + L.warn(h, pid, 4, msg, where="init.cc:263")[1:]]
+
+    code, d = check(tmp_path, lines("Cuda failure 'initialization error'"))
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    code, d = check(tmp_path, lines('Missing "iommu=pt" from kernel command line which can lead '
+                                    "to system instablity or hang!"))
+    assert d["transport"] == "ib", d["summary"]
+
+
+def test_a_socket_error_of_the_bootstrap_names_no_transport(tmp_path):
+    # NVIDIA/nccl#1612's shape: the bootstrap's own socket fails before any network is
+    # chosen; the bootstrap uses sockets whatever the transport, so none was being tried.
+    h, pid = "gpu-n3", 71133
+    lines = L.warn(h, pid, 0, "socketProgressOpt: Call to recv from 10.2.0.4<43017> failed : "
+                   "Connection reset by peer", where="misc/socket.cc:50")
+    lines += [L.info(h, pid, 0, m) for m in (
+        "misc/socket.cc:752 -> 6", "bootstrap.cc:78 -> 6", "bootstrap.cc:619 -> 6",
+        "init.cc:1398 -> 6")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    # through the socket transport itself, the chain names it
+    lines[3:3] = [L.info(h, pid, 0, "transport/net_socket.cc:322 -> 6")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+
+
+def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
+    # NVIDIA/nccl#928: "error log `G8-2:19989:20082 [1] ... NCCL WARN ..." (markdown)
+    streams = job(L.ib_rank, nccl="2.18.3", host_fmt="G8-{:d}")
+    lines = L.interleave(streams, 2) + ["error log `" + L.warn(
+        "G8-1002", 19989, 1, "NET/IB : Got completion from peer 10.9.0.3<53249> with error 4, "
+        "opcode 32564, len 32564, vendor err 81 (Send)", where="transport/net_ib.cc:1295")[1]]
+    code, d = check(tmp_path, lines)
+    assert sorted({r["host"] for r in d["ranks"]}) == ["G8-1000", "G8-1001", "G8-1002"]
+    assert d["nodes"] == 3
 
 
 def test_any_net_plugin_failing_after_the_ofi_plugin_loaded_attempted_ofi(tmp_path):
@@ -642,30 +689,39 @@ def test_a_rank_cut_after_no_ib_device_is_no_failure_where_others_chose(tmp_path
 
 def test_a_warn_whose_message_was_wrapped_onto_indented_lines(tmp_path):
     # A site's debugging notes (aws-ofi-nccl 1.8 on cxi): the WARN line ends at `NCCL WARN`
-    # and its message follows on indented lines. Before Init COMPLETE it fails the rank.
+    # and its message follows on indented lines, in blocks as line by line.
     h, pid = "nid005123", 418822
     head = [L.info(h, pid, 0, m) for m in (
         "NET/OFI Initializing aws-ofi-nccl 1.8.1-aws",
         "NET/OFI Selected Provider is cxi (found 4 nics)", "Using network AWS Libfabric")]
-    warn = [f"[2026-05-13 18:01:41] {h}:{pid}:{pid + 685} [0] ofi_process_cq:196 NCCL WARN",
-            "    NET/OFI Request 0x400aa7dd3b98 completed with error.",
-            "    RC: 107. Error: Inappropriate ioctl for device.",
-            "    Completed length: 0, Request: { dev: 0, size: 0, state: CREATED, direction: SEND }",
-            "", "libfabric:331207::cxi:av:cxip_av_insert_addr():114<warn>"]
-    joined = [" ".join([warn[0]] + [x.strip() for x in warn[1:4]])] + warn[4:]
+
+    def warn(*msg):
+        return [f"[2026-05-13 18:01:41] {h}:{pid}:{pid + 685} [0] ofi_process_cq:196 NCCL WARN",
+                *[f"    {m}" for m in msg], "",
+                "libfabric:331207::cxi:av:cxip_av_insert_addr():114<warn>"]
+
+    setup = warn("NET/OFI Couldn't open AV.", "RC: -22, ERROR: Invalid argument")
+    joined = [f"{setup[0]} NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"] + setup[3:]
     failures = []
-    for lines in (head + warn, head + joined):
+    for lines in (head + setup, head + joined):
         code, d = check(tmp_path, lines)
         v = analyse(lines).to_dict()
         assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "cxi"), \
             d["summary"]
         assert v["summary"] == d["summary"] and v["ranks"][0]["failure"] == d["ranks"][0]["failure"]
         failures.append(d["ranks"][0]["failure"])
-    assert failures[0] == failures[1] and failures[0].startswith(
-        "NET/OFI Request 0x400aa7dd3b98 completed with error. RC: 107. Error: Inappropriate")
-    # after init completed (the notes elided `- ` as `…`) it is an error of a running job
+    assert failures == ["NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"] * 2
+    # the same for a request that completed with an error: before Init COMPLETE it failed
+    # the rank; after it, it is an error of a running job, which keeps its transport
+    wrapped = warn("NET/OFI Request 0x400aa7dd3b98 completed with error.",
+                   "RC: 107. Error: Inappropriate ioctl for device.")
+    code, d = check(tmp_path, head + wrapped)
+    assert (d["transport"], d["attempted"]) == ("failed", "ofi"), d["summary"]
+    assert d["ranks"][0]["nccl_warnings"] == [
+        "NET/OFI Request 0x400aa7dd3b98 completed with error. RC: 107. Error: Inappropriate "
+        "ioctl for device."]
     done = [L.info(h, pid, 0, "ncclCommInitRank \u2026 rank 0 nranks 2 \u2026 Init COMPLETE")]
-    code, d = check(tmp_path, head + done + warn)
+    code, d = check(tmp_path, head + done + wrapped)
     assert (d["transport"], d["provider"]) == ("ofi", "cxi"), d["summary"]
 
 
@@ -675,7 +731,7 @@ def test_a_paste_stripped_of_prefix_and_level_keeps_the_plugins_errors(tmp_path)
     # PyTorch's echo of the last error, which tells nothing new.
     lines = ["NET/OFI Initializing aws-ofi-nccl 1.19.0",
              "NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)",
-             "NET/OFI Request ... completed with error. RC: 5. Flags: 260. Error: 16 (NO_SPACE)."]
+             "NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"]
     code, d = check(tmp_path, lines)
     assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "cxi"), \
         d["summary"]
