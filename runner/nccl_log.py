@@ -292,6 +292,7 @@ _OUTER_PREFIXES = (
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*) \[(?P<n>\d+)\]: ?"),  # node2 [1]:
     re.compile(r"^\s*(?P<task>\d+): ?"),  # srun --label: "3: "
     re.compile(r"^\[(?P<host>[A-Za-z][\w.\-]*)\] "),  # fabrikit local launcher: [node1]
+    re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
@@ -395,6 +396,8 @@ _STRIPPED_WARN = re.compile(
 # A WARN that init.cc itself prints when init cannot go on (not its advice, such as RCCL's
 # `Missing "iommu=pt" from kernel command line`)
 _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
+# The proxy thread's report of a failure it passed on, over its own local sockets
+_PROXY_ECHO = re.compile(r"\[Proxy Service|polling for opId|[Pp]roxy [Cc]all")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
@@ -411,6 +414,7 @@ _KNOWN_NAMES = {
     **{n: Transport.OFI for n in _OFI_NAMES}, "IB": Transport.IB, "Socket": Transport.SOCKET,
     "FastSocket": Transport.SOCKET,  # Google's plugin: TCP, however fast
     "UCX": Transport.IB, "UCX-RMA": Transport.IB, "UCX_RMA": Transport.IB,  # verbs through UCX
+    "RCCL-ANP": Transport.IB,  # AMD's plugin for its AINIC cards: RoCE
 }
 # HPC-X / nccl-rdma-sharp plugin's verbs network: `IBext_v8`, or the plugin's own name
 # (`Using network NCCL RDMA Plugin v8`, `via NET/NCCL RDMA Plugin v8/0/GDRDMA`)
@@ -827,7 +831,7 @@ class _Proc:
         "libfabric_version", "plugin_missing", "plugin_failed", "plugin_failed_seq", "not_found",
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
         "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
-        "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "graph_seq",
+        "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -884,7 +888,7 @@ class _Proc:
         self.setup_seq = -1  # last WARN about setting a connection up
         self.last_warn: str | None = None
         self.top_seq = -1  # last error chain line from init.cc / group.cc / [Async thread]
-        self.graph_seq = -1  # last error chain line from graph/ (topology search)
+        self.warn_seq = -1  # last WARN about the network (err_seq also counts chains)
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -993,8 +997,6 @@ class _Proc:
         if " -> " in msg:
             m = _CHAIN.match(msg)
             if m and m.group("code") != "0":
-                if "graph/" in m.group("file"):
-                    self.graph_seq = seq
                 if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg:
                     self.top_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
@@ -1102,6 +1104,8 @@ class _Proc:
                 self.plugin_failed_seq = seq
         if _NET_WARN.search(msg):
             self.err_seq = seq
+            if not _PROXY_ECHO.search(msg):  # (the proxy's own sockets echo any failure)
+                self.warn_seq = seq
             kind = _warn_kind(msg)
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
@@ -1239,9 +1243,10 @@ class _Proc:
     def failure(self, selected: Transport | None,
                 single_node: bool = False) -> tuple[str | None, Transport | None]:
         """(why init failed, the transport it was trying), or (None, None). On a job that
-        stayed on one node, a topology search that failed (`graph/paths.cc:82 NCCL WARN
-        Failed to find reverse path`) with no network error since the choice is no
-        network's failure: the network was never to be used."""
+        stayed on one node, an init that failed with no WARN about the network since the
+        choice (a topology search: `graph/paths.cc:82 NCCL WARN Failed to find reverse
+        path`; GPU to GPU setup: `transport/p2p.cc:235 NCCL WARN hipIpcGetMemHandle failed`,
+        shm; a CUDA fault) is no network's failure: the network was never to be used."""
         completed_after = self.complete_seq > max(self.sel_seq, 0)
         if self.not_found and self.complete_seq < self.fatal_seq:
             name = self.not_found
@@ -1254,14 +1259,13 @@ class _Proc:
                 _net_kind(self.plugin) if self.plugin else None) or (
                 Transport.OFI if (self.plugin_failed or "").startswith("NET/OFI") else None)
         why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
-        if selected is not None or self.err_msg or self.err_kind:
+        local = single_node and self.warn_seq <= self.sel_seq
+        if (selected is not None or self.err_msg or self.err_kind) and not local:
             # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
             # after an Init COMPLETE only a network error counts (NCCL >= 2.22 connects at the
             # first collective), not a CUDA fault or a bad argument in a running job
             if self.top_seq > self.sel_seq and self.complete_seq < self.top_seq and (
-                    not completed_after or self.err_seq > self.complete_seq) and not (
-                    single_node and self.graph_seq > self.sel_seq
-                    and self.err_seq <= self.sel_seq):
+                    not completed_after or self.err_seq > self.complete_seq):
                 return why, selected or self.err_kind
             # a network error after the choice, before init completed (or while setting a
             # connection up), and no channel set up after it

@@ -167,6 +167,15 @@ def test_old_hpcx_p2p_plugin_ibext(tmp_path):
     assert d["transport"] == "ib" and {r["network"] for r in d["ranks"]} == {"IBext"}
 
 
+def test_amds_anp_plugin_is_roce(tmp_path):
+    # RCCL-ANP, AMD's net plugin for its AINIC cards (RoCE): channels name only the plugin
+    streams = job(L.plugin_rank, plugin="RCCL-ANP (v10)", net_name="RCCL-ANP",
+                  device_line="P2P plugin RCCL-ANP")
+    code, d = check(tmp_path, L.interleave(streams, 0))
+    assert d["transport"] == "ib" and {r["network"] for r in d["ranks"]} == {"RCCL-ANP"}
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
+
+
 def test_fastsocket_plugin_is_a_socket_transport(tmp_path):
     streams = job(L.plugin_rank, plugin="FastSocket (v6)", net_name="FastSocket",
                   device_line="NET/FastSocket : Using [0]eth0:{ip}<0>", gdr=False)
@@ -555,6 +564,32 @@ def test_placeholders_over_nccls_prefix(tmp_path):
     code, d = check(tmp_path, lines("NET/IB : Got completion from peer [PRIVATE_IP] with error "
                                     "12, opcode 0, len 0, vendor err 129 (Recv)"))
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
+@pytest.mark.parametrize("nnodes", [1, 2])
+def test_a_gpu_to_gpu_setup_failure_on_one_node_is_no_network_failure(tmp_path, nnodes):
+    # ROCm/rccl#1454: RCCL >= 2.18 prints `Using network Socket` before P2P setup; then
+    # hipIpcGetMemHandle fails, the proxy echoes it over its own sockets, init returns.
+    streams = []
+    for r in range(2):
+        h, pid, d = (f"archbox{r if nnodes == 2 else ''}", 44021 + (r if nnodes == 2 else 0), r)
+        lines = [L.info(h, pid, d, m, tid=pid + 8) for m in (
+            "Using network Socket",
+            f"comm 0x5e{r} rank {r} nRanks 2 nNodes {nnodes} localRanks {3 - nnodes} "
+            f"localRank {r if nnodes == 1 else 0} MNNVL 0")]
+        lines += L.warn(h, pid, d, "hipIpcGetMemHandle failed : invalid argument",
+                        where="rccl/build/hipify/src/transport/p2p.cc:235")
+        lines += L.warn(h, pid, d, "Socket recv failed while polling for opId=0x7d9e780c40c0",
+                        where="rccl/build/hipify/src/proxy.cc:1190")
+        lines += [L.info(h, pid, d, m, tid=pid + 8) for m in (
+            "rccl/build/hipify/src/init.cc:1585 -> 1",
+            "rccl/build/hipify/src/group.cc:68 -> 1 [Async thread]")]
+        streams.append(lines)
+    code, d = check(tmp_path, L.interleave(streams, 1))
+    if nnodes == 1:
+        assert d["transport"] == "none" and code == 0, d["summary"]
+    else:
+        assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
 def test_init_itself_failing_after_the_choice(tmp_path):
@@ -1180,6 +1215,20 @@ def test_srun_label_and_stripped_host_with_redaction(tmp_path):
                 for r, s in enumerate(streams)]
     code, d = check(tmp_path, L.interleave(labelled, 2), "--fabric", "slingshot")
     assert d["transport"] == "ofi" and d["provider"] == "cxi" and code == 0
+
+
+def test_a_two_word_bracket_prefix_names_the_host(tmp_path):
+    # a README that shortened Ray's `(pid=..., ip=...)` prefixes to `[node <ip>]`, with
+    # NCCL's own prefix gone: `[node 192.168.184.241] NCCL INFO Using network Libfabric`
+    lines = []
+    for ip in ("192.168.184.241", "192.168.131.7"):
+        lines += [f"[node {ip}] NCCL INFO {m}" for m in (
+            "NET/OFI Initializing aws-ofi-nccl 1.21.1",
+            "NET/OFI Selected provider is efa, fabric is efa-direct (found 8 nics)",
+            "Using network Libfabric")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+    assert sorted(r["host"] for r in d["ranks"]) == ["192.168.131.7", "192.168.184.241"]
 
 
 @pytest.mark.parametrize("key", ["log", "message", "textPayload"])
