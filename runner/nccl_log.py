@@ -194,7 +194,8 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
-              r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment")
+              r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
+              r"(?:Channel \d+(?:/\d+)?|Ring \d+) : +\d+ +\d")  # (a ring's order: its ranks)
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
 # At most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
@@ -399,6 +400,7 @@ _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
 _PROXY_ECHO = re.compile(r"\[Proxy Service|polling for opId|[Pp]roxy [Cc]all")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
+_RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+){2,})$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
@@ -825,6 +827,7 @@ class _Proc:
 
     __slots__ = (
         "host", "pid", "real", "dev", "devs", "sources", "rank", "nranks", "rank_hint", "nnodes",
+        "ring_ranks",
         "ranks_seen", "ips", "nets", "via_nets", "net_channels", "gdrdma", "provider",
         "provider_seq", "ofi_fabric", "nics", "named_providers", "ib_devices", "ib_no_device",
         "socket_ifaces", "nccl_version", "library", "plugin", "plugin_api", "plugin_version",
@@ -845,6 +848,7 @@ class _Proc:
         self.nranks: int | None = None
         self.rank_hint: int | None = None
         self.nnodes: int | None = None
+        self.ring_ranks = 0  # ranks that a ring-order line lists (`Channel 00/02 :    0   1`)
         self.ranks_seen: set[int] = _NONE  # type: ignore[assignment]
         self.ips: list[str] = _NONE  # type: ignore[assignment]
         self.nets: list[str] = _NONE  # type: ignore[assignment]
@@ -924,6 +928,8 @@ class _Proc:
                 setattr(self, name, mine or theirs)
             elif name in ("net_channels", "lines"):
                 setattr(self, name, mine + theirs)
+            elif name == "ring_ranks":
+                self.ring_ranks = max(mine, theirs)
             elif name == "nnodes":
                 if theirs is not None and (mine is None or theirs > mine):
                     self.nnodes = theirs
@@ -965,6 +971,11 @@ class _Proc:
             m = _USING_NETWORK.match(msg)
             if m:
                 self._strong(m.group("name"), seq)
+        elif (c == "C" or c == "R") and msg[-1:].isdigit() and (
+                msg.startswith("Channel") or msg.startswith("Ring ")):
+            m = _RING_ORDER.match(msg)  # every rank of the communicator, in ring order
+            if m:
+                self.ring_ranks = max(self.ring_ranks, len(m.group("ranks").split()))
         elif c == "R" and msg.startswith("RCCL version"):
             m = _VERSION.match(msg)
             if m:
@@ -2335,7 +2346,9 @@ class _Judge:
         ident: dict[str, set[int]] = {}
         n_procs: Counter[str] = Counter()  # processes per host, rank line printed or not
         unknown = 0
-        world = max((p.nranks or 0 for p in procs), default=0)
+        # (a ring-order line lists every rank: a paste cut before the comm lines still
+        # tells the communicator's size)
+        world = max((max(p.nranks or 0, p.ring_ranks) for p in procs), default=0)
         for p in real:
             ips = [ip for ip in p.ips if not _loopback(ip)]
             key = p.host if not _is_redacted(p.host) else (f"ip:{ips[0]}" if ips else None)

@@ -818,6 +818,28 @@ def test_single_host_printing_network_lines_is_none(tmp_path, one_process, plugi
     assert d["summary"].startswith("fabrikit: single node: NCCL network not used")
 
 
+@pytest.mark.parametrize("nccl", ["2.12.12", "2.7.8", "2.5.6"])
+def test_a_ring_order_line_tells_the_communicators_size(tmp_path, nccl):
+    # rwth-i6/returnn#1469: two ranks on one host with NCCL_IB_DISABLE=1; the paste ends
+    # before the comm lines, but each ring's order line lists every rank of it
+    v = L._vt(nccl)[:2]
+    head = "Channel {c:02d}/02 :" if v >= (2, 12) else ("Channel {c:02d} :" if v >= (2, 7)
+                                                        else "Ring {c:02d} :")
+    lines = [L.info("ncg12", 62563, 1, m, tid=62598) for m in (
+        "NET/Socket : Using [0]ib0:192.168.8.11<0>", "Using network Socket")]
+    lines += [L.info("ncg12", 62562, 0, head.format(c=c) + "    0   1", tid=62597)
+              for c in range(2)]
+    lines += [L.info("ncg12", 62562 + r, r, f"{head.format(c=c)} {r}[{r + 61}000] -> "
+                     f"{1 - r}[{62 - r}000] via SHM/direct/direct", tid=62597 + r)
+              for c in range(2) for r in range(2)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False and code == 0, d["summary"]
+    # the same paste from one of two hosts: the ring lists ranks that host does not hold
+    lines = [x.replace("    0   1", "    0   1   2   3") for x in lines]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["inter_node"] is not False, d["summary"]
+
+
 def test_one_host_whose_ranks_did_not_all_print_their_rank_line(tmp_path):
     # A hang report: 4 processes on one host, only rank 0 got as far as its comm line. As
     # many processes as ranks on the one host named: no other node took part.
