@@ -405,6 +405,7 @@ _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
 _BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
+_WRAPPED_START = _BOX_EDGES + "{"  # (an empty line is `in` it too: harmless)
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
 _REDACTED_HOST = re.compile(
     r"^$|[<>*?{}$]|^x+(?:[-_.]x+)*$|_ip$|^(?:ip|host|hostname|node|nodename|user|server|"
@@ -474,27 +475,25 @@ def _warn_kind(msg: str) -> Transport | None:
     return None
 
 
-def _unjsoned(text: str) -> str:
-    """A line of a JSON log (Docker's json-file, Kubernetes log shippers, cloud exports):
-    `{"log":"host:pid:tid [0] NCCL INFO ...\\n","stream":"stdout",...}`: the message it
-    carries. A line that is not such a record is returned as it is."""
-    m = _JSON_MSG.search(text)
-    if m is None:
-        return text
-    try:
-        return json.loads(f'"{m.group("v")}"').rstrip("\r\n")
-    except ValueError:
-        return text
-
-
-def _unlinked(text: str) -> str:
-    """A line copied from a rendered page: `net_ib/[p2p.cc:648](https://p2p.cc:648/)`."""
-    return _MD_LINK.sub(r"\1", text)
-
-
-def _unboxed(text: str) -> str:
-    """A line of a terminal viewer's box (k9s, `kubectl` TUIs): `│ <line>   padding   │`."""
-    return _BOX_EDGE.sub("", text[1:]) if text[1:2] == " " else text
+def _unwrapped(text: str) -> str:
+    """The log line inside what a viewer or a shipper wrapped it in: a terminal viewer's box
+    (k9s: `│ <line>   padding   │`), a page's links over source files
+    (`net_ib/[p2p.cc:648](https://p2p.cc:648/)`: `.cc` is a domain), a JSON log record
+    (Docker's json-file, log shippers, cloud exports:
+    `{"log":"host:pid:tid [0] NCCL INFO ...\\n","stream":"stdout",...}`). Callers test
+    `_WRAPPED_START` and `](http` first: most lines are none of these."""
+    if text[:1] in _BOX_EDGES and text[1:2] == " ":
+        text = _BOX_EDGE.sub("", text[1:])
+    if "](http" in text:
+        text = _MD_LINK.sub(r"\1", text)
+    if text[:1] == "{":
+        m = _JSON_MSG.search(text)
+        if m is not None:
+            try:
+                text = json.loads(f'"{m.group("v")}"').rstrip("\r\n")
+            except ValueError:
+                pass  # not a record after all (or cut): the line as it is
+    return text
 
 
 def _is_redacted(host: str) -> bool:
@@ -1720,12 +1719,8 @@ class LogAnalyser:
             elif len(seen) < _MAX_SEEN_LINES:
                 seen[line] = start
         text = line.decode("utf-8", "replace")
-        if text[:1] in _BOX_EDGES and text:
-            text = _unboxed(text)
-        if "](http" in text:
-            text = _unlinked(text)
-        if text[:1] == "{":
-            text = _unjsoned(text)
+        if text[:1] in _WRAPPED_START or "](http" in text:
+            text = _unwrapped(text)
         if e < hi and data[e + 1:e + 2] in (b" ", b"\t") and text.rstrip().endswith("NCCL WARN"):
             text, e = self._wrapped_warn(data, text, e, hi)
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
@@ -1853,12 +1848,8 @@ class LogAnalyser:
         return m.end() - 1
 
     def _line(self, line: str, src: str) -> None:
-        if line[:1] in _BOX_EDGES and line:
-            line = _unboxed(line)
-        if "](http" in line:
-            line = _unlinked(line)
-        if line[:1] == "{":
-            line = _unjsoned(line)
+        if line[:1] in _WRAPPED_START or "](http" in line:
+            line = _unwrapped(line)
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if line.isprintable():  # the usual line: no CR, tab, colour or control character
