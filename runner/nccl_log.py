@@ -60,6 +60,7 @@ that tell which transport is used", the aws-ofi-nccl section, "Real-world NCCL l
 from __future__ import annotations
 
 import gc
+import html
 import json
 import re
 import sys
@@ -195,7 +196,8 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
-              r"(?:Channel \d+(?:/\d+)?|Ring \d+) : +\d+ +\d")  # (a ring's order: its ranks)
+              # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it)
+              "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+(?: |&nbsp;|\u00a0)+\\d")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
 # At most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
@@ -384,8 +386,11 @@ _SETUP_WARN = re.compile(
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/IB|mlx\d|\bIB\b|verbs|RoCE")
 _WARN_SOCKET = re.compile(r"[Ss]ocket")
-# libfabric's own log lines: libfabric:PID:TS:[domain:]PROV:subsys:func():line<level> msg
-_LIBFABRIC = re.compile(r"\blibfabric:(?P<pid>\d+):\d+:(?P<fields>[\w:;\-]*?):?\w*\(\)")
+# libfabric's own log lines: libfabric:PID:TS:[domain:]PROV:subsys:func():line<level> msg;
+# ~1.17 wrote no TS (`libfabric:2833295:efa:core:fi_param_get_():280<info>`), <= ~1.7 no
+# PID either (`libfabric:ofi_rxm:cq:rxm_cq_read_write_error():819<warn>`)
+_LIBFABRIC = re.compile(
+    r"\blibfabric:(?:(?P<pid>\d+):(?:\d+:)?)?(?P<fields>[\w:;\-]*?):?\w*\(\)")
 _FI_PROVIDER_ENV = re.compile(
     r"\bFI_PROVIDER(?:\s*=\s*|\s+set by environment to\s+|:\s+)['\"]?(?P<prov>[a-z][\w;]*)")
 _FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
@@ -405,6 +410,7 @@ _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
 _BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
+_HTML_ENTITY = re.compile(r"&(?:[a-z]{2,6}|#\d{2,5});")
 _WRAPPED_START = _BOX_EDGES + "{"  # (an empty line is `in` it too: harmless)
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
 _REDACTED_HOST = re.compile(
@@ -480,12 +486,15 @@ def _unwrapped(text: str) -> str:
     (k9s: `│ <line>   padding   │`), a page's links over source files
     (`net_ib/[p2p.cc:648](https://p2p.cc:648/)`: `.cc` is a domain), a JSON log record
     (Docker's json-file, log shippers, cloud exports:
-    `{"log":"host:pid:tid [0] NCCL INFO ...\\n","stream":"stdout",...}`). Callers test
-    `_WRAPPED_START` and `](http` first: most lines are none of these."""
+    `{"log":"host:pid:tid [0] NCCL INFO ...\\n","stream":"stdout",...}`), a web page's
+    HTML escapes (pytorch#76288: `-&gt;`, `&nbsp;`). Callers test `_WRAPPED_START`, `](http`
+    and `&` first: most lines are none of these."""
     if text[:1] in _BOX_EDGES and text[1:2] == " ":
         text = _BOX_EDGE.sub("", text[1:])
     if "](http" in text:
         text = _MD_LINK.sub(r"\1", text)
+    if "&" in text and _HTML_ENTITY.search(text):  # `-&gt;`, `<0&gt;`, `&nbsp;`
+        text = html.unescape(text).replace("\u00a0", " ")
     if text[:1] == "{":
         m = _JSON_MSG.search(text)
         if m is not None:
@@ -1270,7 +1279,11 @@ class _Proc:
                 Transport.OFI if (self.plugin_failed or "").startswith("NET/OFI") else None)
         why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
         local = single_node and self.warn_seq <= self.sel_seq
-        if (selected is not None or self.err_msg or self.err_kind) and not local:
+        # (a rank that named no network and whose WARN names none failed too when its error
+        # chain ran through a network file up to init: NCCL 2.19.3's bootstrap `Message
+        # truncated : received 256 bytes instead of 4`, nccl#1176)
+        chained = self.top_seq > self.err_seq >= 0
+        if (selected is not None or self.err_msg or self.err_kind or chained) and not local:
             # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
             # after an Init COMPLETE only a network error counts (NCCL >= 2.22 connects at the
             # first collective), not a CUDA fault or a bad argument in a running job
@@ -1719,7 +1732,7 @@ class LogAnalyser:
             elif len(seen) < _MAX_SEEN_LINES:
                 seen[line] = start
         text = line.decode("utf-8", "replace")
-        if text[:1] in _WRAPPED_START or "](http" in text:
+        if text[:1] in _WRAPPED_START or "](http" in text or "&" in text:
             text = _unwrapped(text)
         if e < hi and data[e + 1:e + 2] in (b" ", b"\t") and text.rstrip().endswith("NCCL WARN"):
             text, e = self._wrapped_warn(data, text, e, hi)
@@ -1848,7 +1861,7 @@ class LogAnalyser:
         return m.end() - 1
 
     def _line(self, line: str, src: str) -> None:
-        if line[:1] in _WRAPPED_START or "](http" in line:
+        if line[:1] in _WRAPPED_START or "](http" in line or "&" in line:
             line = _unwrapped(line)
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
@@ -1896,7 +1909,8 @@ class LogAnalyser:
             if "libfabric:" in text:
                 m = _LIBFABRIC.search(text)
                 if m:
-                    self._take_libfabric(int(m.group("pid")), m.group("fields"))
+                    pid = m.group("pid")
+                    self._take_libfabric(int(pid) if pid else None, m.group("fields"))
                     return
         if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
             self._take_env_assign(text)
@@ -1985,13 +1999,13 @@ class LogAnalyser:
         self._nccl_lines += 1
         proc.take(level, msg)
 
-    def _take_libfabric(self, pid: int, fields: str) -> None:
+    def _take_libfabric(self, pid: int | None, fields: str) -> None:
         for f in fields.split(":"):
             base = _ofi_base_provider(f)
             if base in _OFI_PROVIDERS:
                 if len(self._lf_providers) < 64 or base in self._lf_providers:
                     self._lf_providers[base] += 1
-                if base not in _HELPER_PROVIDERS:
+                if base not in _HELPER_PROVIDERS and pid is not None:
                     got = self._lf_by_pid.get(pid)
                     if got is None and len(self._lf_by_pid) < MAX_PROCESSES:
                         self._lf_by_pid[pid] = [base]

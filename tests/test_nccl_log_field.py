@@ -531,9 +531,14 @@ def test_the_chain_names_the_transport_that_failed(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
     assert [(r["host"], r["transport"], r["attempted"]) for r in d["ranks"]] == [
         ("lf-gpu21", "failed", "socket"), ("lf-gpu22", "failed", "socket")]
-    # probing links name no transport: a chain through bootstrap alone is not a failure
+    # a chain through the bootstrap alone fails the rank too (its init returned the error:
+    # nccl#1176's `bootstrap.cc:77 NCCL WARN Message truncated`), but names no transport
     code, d = check(tmp_path, [L.info("lf-gpu23", 7, 0, m) for m in (
         "bootstrap.cu:259 -> 2", "init.cu:536 -> 2")])
+    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    # ... and a probing link alone (include/net.h) is no failure
+    code, d = check(tmp_path, [L.info("lf-gpu23", 7, 0, m) for m in (
+        "include/net.h:24 -> 2", "init.cu:536 -> 2")])
     assert d["transport"] == "none", d["summary"]
 
 
@@ -622,6 +627,21 @@ def test_a_socket_error_of_the_bootstrap_names_no_transport(tmp_path):
     lines[3:3] = [L.info(h, pid, 0, "transport/net_socket.cc:322 -> 6")]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+
+
+def test_a_bootstrap_error_before_the_choice_fails_the_rank(tmp_path):
+    # NVIDIA/nccl#1176 (NCCL 2.19.3, srun -l): one rank's bootstrap reads a short message
+    # before it names a network; its WARN names no transport; the others chose OFI
+    streams = job(L.ofi_efa_rank, nccl="2.19.3")
+    h, pid = L.rank_host(4), 40000 + 17 * 4
+    streams[4] = streams[4][:2] + L.warn(
+        h, pid, 0, "Message truncated : received 256 bytes instead of 4",
+        where="bootstrap.cc:77") + [L.info(h, pid, 0, m, tid=pid + 3) for m in (
+            "bootstrap.cc:554 -> 3", "transport.cc:204 -> 3", "group.cc:64 -> 3 [Async thread]")]
+    code, d = check(tmp_path, L.interleave(streams, 4))
+    assert d["transport"] == "failed" and d["attempted"] == "ofi" and code != 0, d["summary"]
+    failed = [r for r in d["ranks"] if r["transport"] == "failed"]
+    assert [r["host"] for r in failed] == [h] and failed[0]["failure"].startswith("Message trunc")
 
 
 def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
@@ -1147,6 +1167,9 @@ def test_provider_from_libfabric_cxi_warnings_without_a_provider_line(tmp_path):
     ("FI_CXI_DEFAULT_CQ_SIZE=131072", "cxi"),
     ("libfabric:88:1700000000:efa:core:rxr_info_to_rxr():506<warn> FI_HMEM capability "
      "requires RDMA", "efa"),
+    # libfabric ~1.17 (no timestamp, open-mpi/ompi#11412), <= ~1.7 (no pid either)
+    ("libfabric:2833295:efa:core:fi_param_get_():280<info> variable use_device_rdma", "efa"),
+    ("libfabric:verbs;ofi_rxm:cq:rxm_cq_read_write_error():819<warn> fi_cq_readerr", "verbs"),
 ])
 def test_provider_from_fi_settings_and_old_libfabric_lines(tmp_path, echo, want):
     streams = job(L.ofi_cxi_rank)
@@ -1251,6 +1274,26 @@ def test_a_two_word_bracket_prefix_names_the_host(tmp_path):
     code, d = check(tmp_path, lines)
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
     assert sorted(r["host"] for r in d["ranks"]) == ["192.168.131.7", "192.168.184.241"]
+
+
+def test_a_paste_that_a_web_page_html_escaped(tmp_path):
+    # pytorch#76288: copied from a page, `->` is `-&gt;`, `<0>` is `<0&gt;`, and the ring
+    # order is spaced with `&nbsp;`
+    def escaped(lines):
+        return [x.replace(">", "&gt;").replace("<", "&lt;").replace("    0   1",
+                                                                    ":&nbsp; &nbsp; 0&nbsp; &nbsp;1")
+                .replace(":" + ":&nbsp;", ":&nbsp;") for x in lines]
+
+    one = [L.info("gpu7", 5100 + r, r, m, tid=5150 + r) for r in range(2) for m in (
+        "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.1.1.7<0>", "Using network IB",
+        "Channel 00/24 :    0   1", f"Channel 00/0 : {r}[{r}] -> {1 - r}[{1 - r}] via P2P/IPC")]
+    code, d = check(tmp_path, escaped(one))
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    two = escaped(L.interleave(job(L.ib_rank, nccl="2.12.12"), 3))
+    assert any("-&gt;" in x for x in two)
+    code, d = check(tmp_path, two)
+    assert d["transport"] == "ib" and d["nodes"] == 2 and d["ranks"][0]["net_channels"] > 0
+    assert analyse(two).to_dict()["summary"] == d["summary"]
 
 
 @pytest.mark.parametrize("key", ["log", "message", "textPayload"])
