@@ -2457,6 +2457,18 @@ class _Judge:
             return "FI_CXI_RDZV_*=0 (log)"
         return None
 
+    def _socket_forced(self) -> str | None:
+        """`NCCL_IB_DISABLE=1` or `NCCL_NET=Socket`, where a process or the job's script
+        echoed it: then sockets were no fallback's doing (the usual hint would mislead)."""
+        envs = [p.env for p in self.all_procs if p.env] + [
+            {k: max(v) for k, v in self.a._log_env.items() if v}]
+        for env in envs:
+            if env.get("NCCL_IB_DISABLE", "").strip().rstrip(".") == "1":
+                return "NCCL_IB_DISABLE=1"
+            if env.get("NCCL_NET", "").strip().strip("'\"").rstrip(".").lower() == "socket":
+                return "NCCL_NET=Socket"
+        return None
+
     def _job_provider(self, on_t: list[RankReport]) -> tuple[str | None, str | None]:
         """(base name, as printed): the ranks on the job's transport first, then any rank,
         then libfabric's own lines, then FI_* settings the log echoes."""
@@ -2568,10 +2580,13 @@ class _Judge:
         sockets = [r for r in active if r.transport is Transport.SOCKET]
         if sockets and kind.needs_network:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
+            forced = self._socket_forced()
+            hint = (f"the job set {forced} (the log echoes it): sockets were asked for"
+                    if forced else kind.fallback_hint)
             self.warn("socket-fallback",
                       f"NCCL fell back to TCP sockets (Socket/{ifaces}) on "
                       f"{_frac(len(sockets), total)} ranks on {_a(fab)} fabric{fab_note} "
-                      f"(5-40x slower): {kind.fallback_hint}")
+                      f"(5-40x slower): {hint}")
         slow_ofi = [r for r in slow if r.transport is Transport.OFI]
         if slow_ofi:
             provs = ",".join(sorted({r.provider or "?" for r in slow_ofi}))

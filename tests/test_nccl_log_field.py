@@ -203,6 +203,21 @@ def test_fastsocket_retry_warnings_then_connected(tmp_path):
 # Fallback inside one job
 
 
+@pytest.mark.parametrize("env,said", [({"NCCL_IB_DISABLE": "1"}, "NCCL_IB_DISABLE=1"),
+                                      ({"NCCL_NET": "Socket"}, "NCCL_NET=Socket"), ({}, None)])
+def test_sockets_the_job_asked_for_are_named_so(tmp_path, env, said):
+    # ai4d-iasc/trixie#77: TCP over ib0 with NCCL_IB_DISABLE=1 echoed; the usual hint
+    # (rdma-core missing from the image) would send the user the wrong way
+    streams = job(L.socket_rank, iface="ib0", nccl="2.21.5", env=env)
+    code, d = check(tmp_path, L.interleave(streams, 1), "--fabric", "infiniband")
+    assert d["transport"] == "socket" and d["verdict"] == "fallback" and code == 1
+    msg = [w["message"] for w in d["warnings"] if w["code"] == "socket-fallback"][0]
+    if said:
+        assert f"the job set {said}" in msg and "rdma-core" not in msg, msg
+    else:
+        assert "rdma-core" in msg, msg
+
+
 def test_ofi_fails_on_some_ranks_they_fall_back_to_sockets(tmp_path):
     ok = job(L.ofi_efa_rank, nccl="2.21.5")
     bad = job(L.ofi_fails_then, then="Socket")
