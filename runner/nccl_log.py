@@ -363,12 +363,12 @@ _CHAIN = re.compile(
     r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) -> (?P<code>-?\d+)(?P<rest>.*)")
 # An error chain reaching init.cc/group.cc: the communicator's init returned an error.
 _TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
-# Links below it that are about the network (probing links such as include/net.h are not).
 # The transport a link of the chain belongs to (bootstrap, proxy and misc/socket belong to none)
 _CHAIN_KIND = (
     (re.compile(r"(?:^|/)net_ib\.c[cu]?$|ib_plugin\.c$"), Transport.IB),
     (re.compile(r"(?:^|/)net_socket\.c[cu]?$"), Transport.SOCKET),
 )
+# Links below it that are about the network (probing links such as include/net.h are not).
 _NET_CHAIN_FILE = re.compile(
     r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
     r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|ib_plugin\.c$")
@@ -2449,20 +2449,23 @@ class _Judge:
                     break
             if said:
                 return said
-        log_env = {k: max(v) for k, v in self.a._log_env.items() if v}
         for value in sorted(self.a._log_env.get("NCCL_PROTO", ())):
             if proto_excludes_ll128(value):
                 return f"NCCL_PROTO={value} (log)"
-        if _rdzv_guarded(log_env):
+        if _rdzv_guarded(self.log_env):
             return "FI_CXI_RDZV_*=0 (log)"
         return None
+
+    @cached_property
+    def log_env(self) -> dict[str, str]:
+        """The settings the job's script echoed (`set -x`, `env | grep`), one value each
+        (the largest, where lines disagree), as a process's own `env` holds them."""
+        return {k: max(v) for k, v in self.a._log_env.items() if v}
 
     def _socket_forced(self) -> str | None:
         """`NCCL_IB_DISABLE=1` or `NCCL_NET=Socket`, where a process or the job's script
         echoed it: then sockets were no fallback's doing (the usual hint would mislead)."""
-        envs = [p.env for p in self.all_procs if p.env] + [
-            {k: max(v) for k, v in self.a._log_env.items() if v}]
-        for env in envs:
+        for env in [p.env for p in self.all_procs if p.env] + [self.log_env]:
             if env.get("NCCL_IB_DISABLE", "").strip().rstrip(".") == "1":
                 return "NCCL_IB_DISABLE=1"
             if env.get("NCCL_NET", "").strip().strip("'\"").rstrip(".").lower() == "socket":
