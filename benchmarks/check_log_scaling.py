@@ -11,7 +11,10 @@ Three logs, written to a temporary directory, measured side by side in one run:
    copies of one 16-rank job's log (how big test logs are often made: its copies are
    counted, not read); and a dense one (the init of tens of thousands of ranks on 8-GPU
    nodes, OFI/cxi, every channel line: a third of its lines must be parsed). Each is
-   analysed in-process and compared with "the time of reading it":
+   analysed in-process (as `fabrikit check-log` does: with hyperscan past 16 MiB where
+   `fabrikit[fast]` is installed; beside it, with Python's regex passes only, and as a fresh
+   `check-log --json` process, interpreter start and hyperscan's compile included) and
+   compared with "the time of reading it":
    `for line in f` over the file opened in binary mode (Python's own buffered line
    splitting, the cheapest way a Python program can see every line). Two more floors are
    printed for scale: reading the file in 1 MiB blocks (no line splitting at all) and
@@ -215,13 +218,19 @@ def read_text_lines(path: Path) -> Timer:
     return t
 
 
-def analyse(path: Path) -> Timer:
-    """check-log's analysis in this process, JSON included."""
+def analyse(path: Path, scan_engine: str = "auto") -> Timer:
+    """check-log's analysis in this process, JSON included (`auto`: as `fabrikit check-log`
+    runs it, with hyperscan past 16 MB where it is installed)."""
     from runner.check_log_cmd import check_files
 
     with Timer() as t:
-        check_files([str(path)]).to_json()
+        check_files([str(path)], scan_engine=scan_engine).to_json()
     return t
+
+
+def analyse_python(path: Path) -> Timer:
+    """The same with Python's regex passes only (no hyperscan): side by side."""
+    return analyse(path, "python")
 
 
 def cli(path: Path) -> Timer:
@@ -273,8 +282,11 @@ def main() -> int:
             copies_log(copies, args.megabytes)
             sizes.write_text("%d %d\n" % big_log(dense, args.megabytes))
         nodes, ranks = (int(x) for x in sizes.read_text().split())
+        from runner import fast_scan
+
         floors = (("read lines", read_lines), ("read blocks", read_blocks),
-                  ("read text lines", read_text_lines), ("check-log", analyse))
+                  ("read text lines", read_text_lines), ("check-log", analyse),
+                  ("  Python passes", analyse_python), ("  fresh process", cli))
         bigs = ((long, "long job: 64 ranks' init, then collective and training lines"),
                 (training, "training job: 16 ranks' init, then [rankN]: training lines"),
                 (copies, "copies of one 16-rank job's init log"),
@@ -296,6 +308,19 @@ def main() -> int:
         def m(ts: list[Timer], what: str) -> float:
             return med(getattr(t, what) for t in ts)
 
+        if fast_scan.available():
+            from runner import nccl_log
+
+            with Timer() as t_hs:
+                fast_scan._compiled.cache_clear()
+                fast_scan.finder(nccl_log._FAST_PATTERNS, nccl_log._FAST_CONFIRM)
+            print(f"check-log runs its passes with hyperscan past "
+                  f"{nccl_log.FAST_SCAN_AFTER_BYTES >> 20} MiB of a log (its database: compiled "
+                  f"in {t_hs.wall:.2f} s, once per process; in the fresh-process rows, not the "
+                  "in-process ones)")
+        else:
+            print("hyperscan is not installed (pip install 'fabrikit[fast]'): check-log runs "
+                  "its passes with Python's regex engine, so `check-log` = `Python passes`")
         print(f"16,384 hosts x 1 process ({os.path.getsize(small) / 1e6:.1f} MB, one shared pid), "
               f"median of {args.runs} (target < 1 s):")
         print(f"  check-log --json, fresh process: {m(t_cli, 'cpu'):.2f} s CPU, "
@@ -311,7 +336,7 @@ def main() -> int:
                 r_wall = med(a.wall / b.wall for a, b in zip(t[name], t["read lines"]))
                 print(f"  {name:16} {m(t[name], 'cpu'):6.2f} s CPU {m(t[name], 'wall'):6.2f} s wall"
                       f"   ratio to read lines: {r_cpu:5.1f} CPU {r_wall:5.1f} wall"
-                      + (f"   ({size / m(t[name], 'cpu'):.0f} MB/s CPU)" if name == "check-log"
+                      + (f"   ({size / m(t[name], 'cpu'):.0f} MB/s CPU)" if "read" not in name
                          else ""))
         base = peak_rss_mb(None)
         print(f"peak RSS: import only {base:.0f} MB; analysing the long log "

@@ -22,9 +22,11 @@ Design:
   copies of one job's log, one line written over and over: `_repeat` reads two copies and,
   if the second only moved counts and line numbers, adds that change once per remaining
   copy). `feed()` (one line) applies the same passes to its line, so line-by-line and block
-  reads give the same answer. Lines are cut at MAX_LINE_CHARS, processes capped at
-  MAX_PROCESSES, every per-process list is capped, and a stream that turns out to be binary
-  (`/dev/zero`) is stopped after a few MiB.
+  reads give the same answer. Where hyperscan is installed (`fabrikit[fast]`), a stream past
+  FAST_SCAN_AFTER_BYTES has the same passes run by it in one go (runner/fast_scan.py): the
+  same lines are found, several times faster. Lines are cut at MAX_LINE_CHARS, processes
+  capped at MAX_PROCESSES, every per-process list is capped, and a stream that turns out to
+  be binary (`/dev/zero`) is stopped after a few MiB.
 - Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
   redacted, `<cluster_name>`, or empty) and mapped to a global rank by `comm 0x... rank N
   nranks M` lines (the communicator with the most ranks wins). Outer prefixes written by
@@ -70,7 +72,7 @@ from enum import Enum
 from functools import cached_property, wraps
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
-from runner import fabrics
+from runner import fabrics, fast_scan
 from runner.bounded_lines import iter_stream_lines  # the shared reader; pass MAX_LINE_CHARS
 from runner.errors import UserError
 
@@ -214,7 +216,9 @@ if sys.version_info >= (3, 11):
 # this at once instead of entering the repeat, which halves the bare pass.
 _BARE_START = r"(?=[\[ |0-9A-Z]|nccl|comm 0x|rank )"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
-_BARE_HEADS = _MSG_HEADS + r"|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s"
+# (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
+# every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
+_BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid[^\S\n]"
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
@@ -227,7 +231,8 @@ _PASS_PATTERNS = (
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
     r"\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
-    r"#\s+Rank\s+\d+\s",  # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
+    # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
+    r"#[^\S\n]+Rank[^\S\n]+\d+[^\S\n]",
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
@@ -238,6 +243,21 @@ _GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
+# The same passes for hyperscan (runner/fast_scan.py), which has no lookbehind: `FI_` is
+# matched instead of looked behind. The bare pass is given looser (bounded repeats unbounded,
+# no lookahead: a superset that compiles in a fifth of the time) and each of its hits is
+# confirmed by the exact pass. The lines that hold a match are the same either way.
+_LOOSE_OUTER_HEAD = re.sub(r"\{[1-9]\d*,\d+\}", "+", re.sub(r"\{0,\d+\}", "*", _OUTER_HEAD_PLAIN))
+_FAST_REWRITTEN = {
+    _PASS_PATTERNS.index(r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)"): r"FI_[A-Z]|_[A-Z][A-Z0-9_]*=",
+    _BARE_PASS: r"\n%s(?:%s)" % (_LOOSE_OUTER_HEAD, _BARE_HEADS),
+}
+_FAST_PATTERNS = tuple(_FAST_REWRITTEN.get(i, p) for i, p in enumerate(_PASS_PATTERNS))
+_FAST_CONFIRM = {_BARE_PASS: _PASSES[_BARE_PASS]}
+SCAN_ENGINES = ("auto", "python", "hyperscan")
+# Below this much text a stream is scanned by the Python passes: compiling hyperscan's
+# database (about 0.1 s, once per process) costs more than it saves on a smaller log.
+FAST_SCAN_AFTER_BYTES = 16 << 20
 # The same test for one line (feed()): a line is parsed iff a pass above would find it.
 _LINE_PASSES = tuple(re.compile(p, re.ASCII).search for i, p in enumerate(_PASS_PATTERNS)
                      if i != _BARE_PASS) + (re.compile(_FIRST_LINE.pattern.decode(), re.ASCII).match,)
@@ -1450,6 +1470,21 @@ class _StateChange:
                 a._lf_providers[k] += v * times
 
 
+def _pass_hits(data: bytes, pos: int, h: int) -> list[int]:
+    """A position inside every line of `data[pos:h]` (whole lines) that a pass matches,
+    by Python's regex engine (runner/fast_scan.py finds the same lines with hyperscan)."""
+    find = data.find
+    hits: list[int] = []
+    for rx, gate, bare in _SCAN:
+        if gate and all(find(g, pos, h) < 0 for g in gate):
+            continue  # no match possible in this window
+        if bare:  # its match starts at the \n before the line
+            hits += [m.start() + 1 for m in rx.finditer(data, pos, h)]
+        else:
+            hits += [m.start() for m in rx.finditer(data, pos, h)]
+    return hits
+
+
 def _attempted_from_env(env: Mapping[str, str]) -> Transport | None:
     name = env.get("NCCL_NET")
     return _net_kind(name.strip().strip("'\"")) if name else None
@@ -1505,6 +1540,11 @@ class LogAnalyser:
     env:
         The job's environment, if the caller knows it; used for the LL128 guard
         (`NCCL_PROTO` excluding LL128, or `FI_CXI_RDZV_EAGER_SIZE/THRESHOLD/GET_MIN=0`).
+    scan_engine:
+        What runs the passes over `feed_stream`'s blocks (the answer is the same): `auto`
+        (hyperscan once FAST_SCAN_AFTER_BYTES were read, if it is installed; else Python),
+        `python` (Python's regex engine only), `hyperscan` (from the first byte; an error
+        if it is not installed).
     """
 
     def __init__(
@@ -1512,8 +1552,17 @@ class LogAnalyser:
         source: str = "<log>",
         expected_fabric: Fabric | str | None = None,
         env: Mapping[str, str] | None = None,
+        scan_engine: str = "auto",
     ) -> None:
+        if scan_engine not in SCAN_ENGINES:
+            raise ValueError(f"scan_engine must be one of {', '.join(SCAN_ENGINES)}")
         self.source = source
+        self.scan_engine = scan_engine
+        # feed_stream's pass engine: None = Python's regex passes (_pass_hits)
+        self._fast: fast_scan.HitFinder | None = None
+        if scan_engine == "hyperscan":
+            self._fast = fast_scan.finder(_FAST_PATTERNS, _FAST_CONFIRM)
+        self._stream_bytes = 0
         self.expected_fabric = _coerce_fabric(expected_fabric)
         self.env = dict(env) if env else {}
         self._procs: dict[tuple, _Proc] = {}
@@ -1603,6 +1652,10 @@ class LogAnalyser:
                 if len(parts) > 1:
                     raw = b"".join(parts)
             stats.bytes_read += len(raw)
+            self._stream_bytes += len(raw)
+            if self._fast is None and self.scan_engine == "auto" \
+                    and self._stream_bytes >= FAST_SCAN_AFTER_BYTES:
+                self._fast_scan_on()
             block = raw
             if not plain:
                 block = raw.translate(None, _CTRL_BYTES)  # control bytes go, as feed drops them
@@ -1646,6 +1699,13 @@ class LogAnalyser:
         if carry:
             self._text_block(carry, src, stats)
         return stats
+
+    def _fast_scan_on(self) -> None:
+        """From here on, hyperscan runs the passes, if it can (`auto`: else Python does)."""
+        try:
+            self._fast = fast_scan.finder(_FAST_PATTERNS, _FAST_CONFIRM)
+        except fast_scan.Unavailable:
+            self.scan_engine = "python"
 
     def _text_block(self, data: bytes, src: str, stats: StreamStats, lo: int = 0,
                     hi: int | None = None) -> None:
@@ -1691,14 +1751,7 @@ class LogAnalyser:
         pos = lo
         while pos < hi:
             h = hi if pos + _SEARCH_BYTES >= hi else find(b"\n", pos + _SEARCH_BYTES, hi) + 1 or hi
-            hits: list[int] = []
-            for rx, gate, bare in _SCAN:
-                if gate and all(find(g, pos, h) < 0 for g in gate):
-                    continue  # no match possible in this window
-                if bare:  # its match starts at the \n before the line
-                    hits += [m.start() + 1 for m in rx.finditer(data, pos, h)]
-                else:
-                    hits += [m.start() for m in rx.finditer(data, pos, h)]
+            hits = self._fast(data, pos, h) if self._fast else _pass_hits(data, pos, h)
             if _FIRST_LINE.match(data, pos, h):  # the window's first line (no \n before)
                 hits.append(pos)
             hits.sort()

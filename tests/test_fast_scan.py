@@ -1,0 +1,158 @@
+"""hyperscan runs check-log's trigger passes (runner/fast_scan.py): the same lines, the same
+answer as Python's regex passes.
+
+These tests run the real hyperscan (`pip install 'fabrikit[fast]'`; CI installs it with
+`.[test]`). Where a test double stands in (hyperscan made to look missing), it is named so,
+beside the real test of the same path.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from runner import fast_scan
+from runner import nccl_log as N
+from runner.nccl_log import LogAnalyser
+from tests import nccl_logs as L
+from tests.helpers import require_module
+from tests.test_nccl_log_field import CASES, _events
+
+HOW = "pip install 'fabrikit[fast]' (or '.[test]')"
+
+
+@pytest.fixture
+def finder():
+    require_module("hyperscan", HOW)
+    return fast_scan.finder(N._FAST_PATTERNS, N._FAST_CONFIRM)
+
+
+def _hit_lines(data: bytes, hits: list[int]) -> list[bytes]:
+    """The lines the hits fall in (a finder gives some position inside each)."""
+    starts = sorted({data.rfind(b"\n", 0, p) + 1 for p in hits})
+    return [data[s:data.find(b"\n", s)] for s in starts]
+
+
+# Lines at the edges of each pass: what hyperscan is given differently (FI_ without the
+# lookbehind, the bare pass looser and confirmed), bounded repeats just past their bound,
+# whitespace that must not carry a match onto the next line, text that is not ASCII.
+EDGES = [
+    b"nid000001:11:11 [0] NCCL INFO NET/OFI Selected Provider is cxi (found 4 nics)",
+    b"nid000001:11:11 [0] NCCL INFO AllReduce: opCount 0 comm 0x55d0 [nranks=8]",  # none
+    b"[rank3]: epoch 1 step 20 loss 2.3",  # none
+    b"[rank3]: NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",  # bare, one prefix
+    b"[1,3]<stdout>:[rank3]: 2024-01-02T03:04:05.123Z Using network IB",  # three prefixes
+    b"[a] [b] [c] [d] Using network IB",  # four prefixes: past {0,3}, looser form only
+    b"[" + b"x" * 81 + b"] Using network IB",  # a tag past its 80: looser form only
+    b"[" + b"x" * 80 + b"] Using network IB",  # at its bound
+    b"     12: Using network Socket",  # five spaces: past ` {0,4}`
+    b"    12: Using network Socket",
+    b"1234567: NET/Socket : Using [0]eth0:10.1.1.1<0>",  # a task number past 6 digits
+    b" | 2024-12-04T05:27:39.074Z | Using network AWS Libfabric",
+    b"export FI_PROVIDER=cxi",
+    b"FI_CXI_RDZV_THRESHOLD set",  # FI_ + a capital: the lookbehind's branch
+    b"XFI_ only",  # none
+    b"NCCL_IB_HCA=mlx5_0",
+    b"gpu1:1:1 [0] INFO Using internal Network IB",  # NCCL <= 2.2
+    b"gpu1:1:1 [0] include/socket.h:194 WARN Net : Connect to 10.0.0.2<5>",
+    b"gpu1:1:1 [0] NCCL INFO init.cc:1234 -> 2",
+    b"gpu1:1:1 [0] NCCL INFO transport/net_ib/[p2p.cc:648](https://p2p.cc:648/) -> 2",
+    b"libfabric:1234:1700000000::cxi:core:cxip_nic_alloc():123<warn> oops",
+    b"#  Rank  0 Group  0 Pid  1234 on gpu-a07 device  0 [0x07] NVIDIA A100",
+    b"#",  # `#` then, on the next line, `Rank`: no match across the newline
+    b"  Rank  1 Group  0 Pid  1235 on gpu-a08 device  0 [0x07] NVIDIA A100",
+    b"Rank  2 Pid  1236 on gpu-a09 device  0",
+    b"Channel 00/02 :    0   1   2   3",
+    b"Ring 00 :&nbsp;&nbsp;0&nbsp;1",
+    "Channel 01/02 :\u00a00\u00a01".encode(),
+    b"NCCL version 2.23.4+cuda12.6",
+    "r\u00e9seau NCCL WARN NET/OFI caf\u00e9".encode(),
+    b"comm 0x55d0c0000001 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 1000 - Init COMPLETE",
+    b"ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 busId 0 - Init START",
+    b"NCCL_PROTO set by environment to ^LL128",
+    b"  WARN NCCL",  # none
+]
+
+
+def test_the_same_lines_as_the_python_passes(finder):
+    require_module("hyperscan", HOW)
+    bodies = [b"\n".join(EDGES) + b"\n", b"\n".join(reversed(EDGES)) + b"\n"]
+    bodies += [L.to_bytes(CASES[c]()) for c in sorted(CASES)]
+    for body in bodies:
+        for lo in (0, body.find(b"\n") + 1):  # a window may start at any line
+            want = _hit_lines(body, N._pass_hits(body, lo, len(body)))
+            got = _hit_lines(body, finder(body, lo, len(body)))
+            assert got == want
+    edges = _hit_lines(bodies[0], finder(bodies[0], 0, len(bodies[0])))
+    missed = [e for e in EDGES if e not in edges]
+    assert missed == [EDGES[1], EDGES[2], EDGES[5], EDGES[6], EDGES[8], EDGES[10],
+                      b"XFI_ only", b"#", EDGES[23], b"  WARN NCCL"]
+
+
+def test_the_looser_bare_pass_is_confirmed(finder):
+    # hyperscan is given the bare pass with its bounded repeats unbounded (a tenth of the
+    # compile time); lines only that looser form matches are dropped by the exact pass
+    require_module("hyperscan", HOW)
+    body = b"start\n" + b"\n".join(EDGES) + b"\n"
+    unconfirmed = fast_scan.finder(N._FAST_PATTERNS, {})
+    loose = _hit_lines(body, unconfirmed(body, 0, len(body)))
+    confirmed = _hit_lines(body, finder(body, 0, len(body)))
+    only_loose = set(loose) - set(confirmed)
+    assert only_loose == {b"[a] [b] [c] [d] Using network IB", b"[" + b"x" * 81 + b"] Using network IB",
+                          b"     12: Using network Socket", b"1234567: NET/Socket : Using [0]eth0:10.1.1.1<0>"}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("block", [64, 4096, 1 << 20])
+def test_the_same_answer_as_the_python_passes(case, block):
+    require_module("hyperscan", HOW)
+    body = L.to_bytes(CASES[case](), crlf=case == "fallback", colour=case == "failed")
+    body = body * 3 + b"\n".join(EDGES) + b"\n"  # copies (_repeat), then odd lines
+    a = LogAnalyser(source="x", scan_engine="python")
+    a.feed_stream(io.BytesIO(body), block_bytes=block)
+    b = LogAnalyser(source="x", scan_engine="hyperscan")
+    b.feed_stream(io.BytesIO(body), block_bytes=block)
+    assert b._fast is not None and a._fast is None
+    assert a.result().to_dict() == b.result().to_dict()
+    assert _events(a) == _events(b) and a.repeated_bytes == b.repeated_bytes
+
+
+def _big_body() -> bytes:
+    return L.to_bytes(CASES["legacy-ofi-cloudwatch"]()) + L.to_bytes(CASES["failed"]()) * 2
+
+
+def test_auto_switches_to_hyperscan_past_the_threshold(monkeypatch):
+    require_module("hyperscan", HOW)
+    body = _big_body()
+    monkeypatch.setattr(N, "FAST_SCAN_AFTER_BYTES", len(body) // 3)
+    a = LogAnalyser(source="x")  # auto
+    a.feed_stream(io.BytesIO(body), block_bytes=4096)
+    assert a._fast is not None and a.scan_engine == "auto"
+    b = LogAnalyser(source="x", scan_engine="python")
+    b.feed_stream(io.BytesIO(body), block_bytes=4096)
+    assert a.result().to_dict() == b.result().to_dict() and _events(a) == _events(b)
+    small = LogAnalyser(source="x")  # below the threshold: Python's passes
+    small.feed_stream(io.BytesIO(body[:len(body) // 4]), block_bytes=4096)
+    assert small._fast is None
+
+
+def test_auto_without_hyperscan_reads_with_python_test_double(monkeypatch):
+    # test double: hyperscan made to look missing (the real one is tested above); `auto`
+    # must then read on with Python's passes, and `hyperscan` must say what is missing
+    body = _big_body()
+    monkeypatch.setattr(N, "FAST_SCAN_AFTER_BYTES", 0)
+    monkeypatch.setattr(fast_scan, "available", lambda: False)
+    a = LogAnalyser(source="x")
+    a.feed_stream(io.BytesIO(body), block_bytes=4096)
+    assert a._fast is None and a.scan_engine == "python"
+    b = LogAnalyser(source="x", scan_engine="python")
+    b.feed_stream(io.BytesIO(body), block_bytes=4096)
+    assert a.result().to_dict() == b.result().to_dict()
+    with pytest.raises(fast_scan.Unavailable, match=r"fabrikit\[fast\]"):
+        LogAnalyser(source="x", scan_engine="hyperscan")
+
+
+def test_an_unknown_engine_is_refused():
+    with pytest.raises(ValueError, match="scan_engine must be one of auto, python, hyperscan"):
+        LogAnalyser(source="x", scan_engine="re2")
