@@ -11,7 +11,7 @@ Three logs, written to a temporary directory, measured side by side in one run:
    copies of one 16-rank job's log (how big test logs are often made: its copies are
    counted, not read); and a dense one (the init of tens of thousands of ranks on 8-GPU
    nodes, OFI/cxi, every channel line: a third of its lines must be parsed). Each is
-   analysed in-process (as `fabrikit check-log` does: with hyperscan past 16 MiB where
+   analysed in-process (as `fabrikit check-log` does: with hyperscan on logs over 16 MiB where
    `fabrikit[fast]` is installed; beside it, with Python's regex passes only, and as a fresh
    `check-log --json` process, interpreter start and hyperscan's compile included) and
    compared with "the time of reading it":
@@ -220,7 +220,7 @@ def read_text_lines(path: Path) -> Timer:
 
 def analyse(path: Path, scan_engine: str = "auto") -> Timer:
     """check-log's analysis in this process, JSON included (`auto`: as `fabrikit check-log`
-    runs it, with hyperscan past 16 MB where it is installed)."""
+    runs it, with hyperscan on logs over 16 MiB where it is installed)."""
     from runner.check_log_cmd import check_files
 
     with Timer() as t:
@@ -314,8 +314,9 @@ def main() -> int:
             with Timer() as t_hs:
                 fast_scan._compiled.cache_clear()
                 fast_scan.finder(nccl_log._FAST_PATTERNS, nccl_log._FAST_CONFIRM)
-            print(f"check-log runs its passes with hyperscan past "
-                  f"{nccl_log.FAST_SCAN_AFTER_BYTES >> 20} MiB of a log (its database: compiled "
+            print(f"check-log runs its passes with hyperscan on logs over "
+                  f"{nccl_log.FAST_SCAN_AFTER_BYTES >> 20} MiB (on a pipe: past that much; "
+                  f"its database: compiled "
                   f"in {t_hs.wall:.2f} s, once per process; in the fresh-process rows, not the "
                   "in-process ones)")
         else:

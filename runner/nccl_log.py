@@ -1542,7 +1542,8 @@ class LogAnalyser:
         (`NCCL_PROTO` excluding LL128, or `FI_CXI_RDZV_EAGER_SIZE/THRESHOLD/GET_MIN=0`).
     scan_engine:
         What runs the passes over `feed_stream`'s blocks (the answer is the same): `auto`
-        (hyperscan once FAST_SCAN_AFTER_BYTES were read, if it is installed; else Python),
+        (hyperscan, if it is installed, once FAST_SCAN_AFTER_BYTES were read or from the
+        start if `expect_bytes` said that much is coming; else Python),
         `python` (Python's regex engine only), `hyperscan` (from the first byte; an error
         if it is not installed).
     """
@@ -1699,6 +1700,13 @@ class LogAnalyser:
         if carry:
             self._text_block(carry, src, stats)
         return stats
+
+    def expect_bytes(self, n: int) -> None:
+        """The caller knows how much text is coming (check_files: the files' sizes). With
+        `auto`, a log that will pass FAST_SCAN_AFTER_BYTES is then scanned by hyperscan from
+        its first byte, not only past the threshold."""
+        if self._fast is None and self.scan_engine == "auto" and n >= FAST_SCAN_AFTER_BYTES:
+            self._fast_scan_on()
 
     def _fast_scan_on(self) -> None:
         """From here on, hyperscan runs the passes, if it can (`auto`: else Python does)."""

@@ -156,3 +156,31 @@ def test_auto_without_hyperscan_reads_with_python_test_double(monkeypatch):
 def test_an_unknown_engine_is_refused():
     with pytest.raises(ValueError, match="scan_engine must be one of auto, python, hyperscan"):
         LogAnalyser(source="x", scan_engine="re2")
+
+
+def test_a_big_file_is_scanned_by_hyperscan_from_its_first_byte(tmp_path, monkeypatch):
+    # check_files knows the files' sizes: past the threshold, hyperscan from the first byte
+    # (a spy on LogAnalyser.expect_bytes records what it was told; the real finder runs)
+    require_module("hyperscan", HOW)
+    from runner.check_log_cmd import check_files
+
+    body = _big_body()
+    log = tmp_path / "job.log"
+    log.write_bytes(body)
+    monkeypatch.setattr(N, "FAST_SCAN_AFTER_BYTES", len(body))
+    told: list[tuple[int, bool]] = []
+    real = LogAnalyser.expect_bytes
+
+    def spy(self, n):
+        real(self, n)
+        told.append((n, self._fast is not None))
+
+    monkeypatch.setattr(LogAnalyser, "expect_bytes", spy)
+    verdict = check_files([str(log), str(log)])
+    assert told == [(2 * len(body), True)]
+    assert verdict.to_dict() == check_files([str(log), str(log)], scan_engine="python").to_dict()
+    check_files([str(log)], scan_engine="python")  # `python` is never switched
+    assert told[-1] == (len(body), False)
+    a = LogAnalyser(source="x")  # below the threshold nothing changes
+    a.expect_bytes(len(body) - 1)
+    assert a._fast is None

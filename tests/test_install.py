@@ -55,6 +55,10 @@ def test_version_names_the_install_and_every_data_folder(prog: str) -> None:
     for name, path in resources.data_locations().items():
         assert listed[name] == str(path), result.stdout
     assert listed["code"] == str(ROOT / "runner")
+    from runner import fast_scan  # is the optional hyperscan there? (fabrikit[fast])
+
+    assert listed["check-log"].startswith("hyperscan " if fast_scan.available() else "Python's"), \
+        result.stdout
 
 
 def test_a_checkout_on_pythonpath_without_install_says_so(tmp_path: Path) -> None:
