@@ -11,9 +11,10 @@ Three logs, written to a temporary directory, measured side by side in one run:
    copies of one 16-rank job's log (how big test logs are often made: its copies are
    counted, not read); and a dense one (the init of tens of thousands of ranks on 8-GPU
    nodes, OFI/cxi, every channel line: a third of its lines must be parsed). Each is
-   analysed in-process (as `fabrikit check-log` does: with hyperscan on logs over 16 MiB where
-   `fabrikit[fast]` is installed; beside it, with Python's regex passes only, and as a fresh
-   `check-log --json` process, interpreter start and hyperscan's compile included) and
+   analysed in-process (as `fabrikit check-log` does: with hyperscan on logs over 16 MiB
+   where it is installed, as it is with fabrikit on Linux x86_64; beside it, with Python's
+   regex passes only, and as a fresh `check-log --json` process, interpreter start and
+   hyperscan's compile included) and
    compared with "the time of reading it":
    `for line in f` over the file opened in binary mode (Python's own buffered line
    splitting, the cheapest way a Python program can see every line). Two more floors are

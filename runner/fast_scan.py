@@ -4,9 +4,10 @@ Why: check-log parses only the lines that one of a few regex passes finds
 (`runner.nccl_log._PASS_PATTERNS`), and on a big log those passes are most of its time:
 Python's regex engine runs them one after another, each about a cycle per byte, and the pass
 for lines stripped of NCCL's prefix pays per line that starts like a launcher prefix
-(`[rank3]: ...`). Hyperscan (Intel's multi-pattern matcher, `pip install 'fabrikit[fast]'`)
-runs all of them in one pass over the text, several times faster. It is optional: without it,
-or for logs too small to pay for compiling its database, the same passes run in Python.
+(`[rank3]: ...`). Hyperscan (Intel's multi-pattern matcher) runs all of them in one pass over
+the text, several times faster. It is a dependency where PyPI has wheels for every supported
+Python (Linux x86_64) and the extra `fabrikit[fast]` elsewhere: without it, or for logs too
+small to pay for compiling its database, the same passes run in Python.
 
 The two must find the same lines, or check-log would answer differently with and without
 it. Both look for the same patterns (`_FAST_PATTERNS` beside `_PASS_PATTERNS`, rewritten

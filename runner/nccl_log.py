@@ -22,11 +22,11 @@ Design:
   copies of one job's log, one line written over and over: `_repeat` reads two copies and,
   if the second only moved counts and line numbers, adds that change once per remaining
   copy). `feed()` (one line) applies the same passes to its line, so line-by-line and block
-  reads give the same answer. Where hyperscan is installed (`fabrikit[fast]`), a stream past
-  FAST_SCAN_AFTER_BYTES has the same passes run by it in one go (runner/fast_scan.py): the
-  same lines are found, several times faster. Lines are cut at MAX_LINE_CHARS, processes
-  capped at MAX_PROCESSES, every per-process list is capped, and a stream that turns out to
-  be binary (`/dev/zero`) is stopped after a few MiB.
+  reads give the same answer. Where hyperscan is installed (a dependency on Linux x86_64),
+  a stream past FAST_SCAN_AFTER_BYTES has the same passes run by it in one go
+  (runner/fast_scan.py): the same lines are found, several times faster. Lines are cut at
+  MAX_LINE_CHARS, processes capped at MAX_PROCESSES, every per-process list is capped, and
+  a stream that turns out to be binary (`/dev/zero`) is stopped after a few MiB.
 - Processes are told apart by NCCL's own `host:pid:tid [cudaDev]` prefix (hosts may be
   redacted, `<cluster_name>`, or empty) and mapped to a global rank by `comm 0x... rank N
   nranks M` lines (the communicator with the most ranks wins). Outer prefixes written by

@@ -1,8 +1,8 @@
 """hyperscan runs check-log's trigger passes (runner/fast_scan.py): the same lines, the same
 answer as Python's regex passes.
 
-These tests run the real hyperscan (`pip install 'fabrikit[fast]'`; CI installs it with
-`.[test]`). Where a test double stands in (hyperscan made to look missing), it is named so,
+These tests run the real hyperscan (a dependency on Linux x86_64, else `pip install
+'fabrikit[fast]'`; CI installs it). Where a test double stands in (hyperscan made to look missing), it is named so,
 beside the real test of the same path.
 """
 
@@ -19,7 +19,7 @@ from tests import nccl_logs as L
 from tests.helpers import require_module
 from tests.test_nccl_log_field import CASES, _events
 
-HOW = "pip install 'fabrikit[fast]' (or '.[test]')"
+HOW = "pip install -e . (Linux x86_64) or 'fabrikit[fast]'"
 
 
 @pytest.fixture
