@@ -39,6 +39,19 @@ def available() -> bool:
     return importlib.util.find_spec("hyperscan") is not None
 
 
+def describe() -> str:
+    """What runs check-log's passes over a big log, for `fabrikit --version` (whether
+    hyperscan is there is a question of how fabrikit was installed)."""
+    if not available():
+        return "Python's regex engine (pip install 'fabrikit[fast]' reads big logs faster)"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"hyperscan {version('hyperscan')} (on logs over 16 MiB)"
+    except PackageNotFoundError:  # importable without its metadata (a bare PYTHONPATH)
+        return "hyperscan (on logs over 16 MiB)"
+
+
 def finder(patterns: Sequence[str], confirm: dict[int, re.Pattern[bytes]]) -> HitFinder:
     """A hit finder for `patterns` (one database, compiled once per process: about 0.1 s).
 

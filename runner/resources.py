@@ -117,16 +117,7 @@ def version_report() -> str:
             lines.append(f"  {name:<10}  {_data_dir(name)}")
         except RuntimeFailure as exc:  # --version is where one looks when data is missing
             lines.append(f"  {name:<10}  MISSING: {exc}")
-    lines.append(f"  {'check-log':<10}  {_check_log_engine()}")
+    from .fast_scan import describe
+
+    lines.append(f"  {'check-log':<10}  {describe()}")
     return "\n".join(lines) + "\n"
-
-
-def _check_log_engine() -> str:
-    """What runs check-log's passes over a big log (runner/fast_scan.py): whether the
-    optional hyperscan is there is a question of how fabrikit was installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"hyperscan {version('hyperscan')} (on logs over 16 MiB)"
-    except PackageNotFoundError:
-        return "Python's regex engine (pip install 'fabrikit[fast]' reads big logs faster)"
