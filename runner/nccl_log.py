@@ -256,7 +256,8 @@ _FAST_PATTERNS = tuple(_FAST_REWRITTEN.get(i, p) for i, p in enumerate(_PASS_PAT
 _FAST_CONFIRM = {_BARE_PASS: _PASSES[_BARE_PASS]}
 SCAN_ENGINES = ("auto", "python", "hyperscan")
 # Below this much text a stream is scanned by the Python passes: compiling hyperscan's
-# database (about 0.1 s, once per process) costs more than it saves on a smaller log.
+# database (about 0.1 s, the first time; then it is loaded from the user's cache) costs more
+# than it saves on a smaller log.
 FAST_SCAN_AFTER_BYTES = 16 << 20
 # The same test for one line (feed()): a line is parsed iff a pass above would find it.
 _LINE_PASSES = tuple(re.compile(p, re.ASCII).search for i, p in enumerate(_PASS_PATTERNS)

@@ -31,6 +31,15 @@ sys.modules[_spec.name] = rig
 _spec.loader.exec_module(rig)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_dir(tmp_path_factory):
+    """check-log keeps hyperscan's compiled database in the user's cache (runner/fast_scan.py):
+    the tests, and the programs they start, keep theirs in a directory of their own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FABRIKIT_CACHE_DIR", str(tmp_path_factory.mktemp("fabrikit-cache")))
+        yield
+
+
 def _say(config, msg: str) -> None:
     capman = config.pluginmanager.getplugin("capturemanager")
     if capman is not None:

@@ -9,6 +9,7 @@ beside the real test of the same path.
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
@@ -184,3 +185,84 @@ def test_a_big_file_is_scanned_by_hyperscan_from_its_first_byte(tmp_path, monkey
     a = LogAnalyser(source="x")  # below the threshold nothing changes
     a.expect_bytes(len(body) - 1)
     assert a._fast is None
+
+
+# --- the compiled database is kept in the user's cache (fast_scan._database) ---------------
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache directory of this test's own; finders built before are forgotten."""
+    require_module("hyperscan", HOW)
+    monkeypatch.setenv("FABRIKIT_CACHE_DIR", str(tmp_path / "cache"))
+    fast_scan._compiled.cache_clear()
+    yield tmp_path / "cache"
+    fast_scan._compiled.cache_clear()
+
+
+def _fresh_finder():
+    fast_scan._compiled.cache_clear()  # as a new process would: nothing compiled yet
+    return fast_scan.finder(N._FAST_PATTERNS, N._FAST_CONFIRM)
+
+
+def _same_hits_as_python(find) -> None:
+    body = b"\n".join(EDGES) + b"\n" + L.to_bytes(CASES["legacy-ofi-cloudwatch"]())
+    assert _hit_lines(body, find(body, 0, len(body))) == _hit_lines(
+        body, N._pass_hits(body, 0, len(body)))
+
+
+def _kept(cache) -> list:
+    return sorted(cache.glob("check-log-*.hsdb"))
+
+
+def test_the_compiled_database_is_kept_and_loaded_by_the_next_process(cache):
+    _same_hits_as_python(_fresh_finder())
+    [kept] = _kept(cache)
+    assert (cache.stat().st_mode & 0o777) == 0o700 and not kept.stat().st_mode & 0o022
+    assert fast_scan.load_cached(kept) is not None
+    before = (kept.stat().st_mtime_ns, kept.read_bytes())
+    _same_hits_as_python(_fresh_finder())  # loaded, not compiled and written again
+    assert (kept.stat().st_mtime_ns, kept.read_bytes()) == before and _kept(cache) == [kept]
+
+
+def test_a_kept_database_that_does_not_load_is_compiled_again(cache):
+    _fresh_finder()
+    [kept] = _kept(cache)
+    good = kept.read_bytes()
+    for bad in (b"", good[: len(good) // 2], b"not a database" * 100):
+        kept.write_bytes(bad)
+        kept.chmod(0o644)
+        assert fast_scan.load_cached(kept) is None
+        _same_hits_as_python(_fresh_finder())
+        assert fast_scan.load_cached(kept) is not None  # replaced by one that loads
+
+
+def test_a_database_others_could_have_written_is_not_loaded(cache):
+    # no bytes but this user's own go to hyperscan's deserialiser
+    _fresh_finder()
+    [kept] = _kept(cache)
+    kept.chmod(0o666)
+    assert fast_scan.load_cached(kept) is None
+    _same_hits_as_python(_fresh_finder())
+    assert not kept.stat().st_mode & 0o022 and fast_scan.load_cached(kept) is not None
+    if os.getuid() == 0:  # root can give it away: another user's file is not loaded
+        os.chown(kept, 65534, 65534)
+        assert fast_scan.load_cached(kept) is None
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_compile(tmp_path, monkeypatch, cache):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("FABRIKIT_CACHE_DIR", str(blocker / "cache"))  # under a file
+    _same_hits_as_python(_fresh_finder())
+    assert blocker.read_text() == "" and not _kept(cache)
+
+
+def test_the_cache_is_where_users_expect_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("FABRIKIT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert fast_scan.cache_dir() == tmp_path / "xdg" / "fabrikit"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert fast_scan.cache_dir() == tmp_path / "home" / ".cache" / "fabrikit"
+    monkeypatch.setenv("FABRIKIT_CACHE_DIR", str(tmp_path / "mine"))
+    assert fast_scan.cache_dir() == tmp_path / "mine"
