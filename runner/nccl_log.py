@@ -286,6 +286,14 @@ _NCCL_PREFIX = re.compile(
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
 _DEV_NCCL = re.compile(
     r"^\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+# A host whose pid and thread were redacted into one field (`node-a7:XXXXXX [5] ibvwrap.c:262
+# NCCL WARN`, nccl#2013) or left out (`gpusrv [0] misc/ibvwrap.cu:269 WARN`, NCCL 2.1 as
+# pasted in horovod#98): read like `[5] ... NCCL WARN`, the host kept. As for _OLD_PREFIX, a
+# WARN without `NCCL` needs a source file, and a host of digits only is a clock.
+_LOOSE_PREFIX = re.compile(
+    r"^(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d})(?::[^\s\[\]`]{1,40})? "
+    r"\[(?P<dev>\d+)\] (?:(?P<src>[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+) (?:\([\w:~]+\) )?)?"
+    r"(?:NCCL (?P<level>INFO|WARN|ABORT|TRACE)|(?<=\d )(?P<old>WARN))\b ?" % _MAX_HOST)
 _BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:line`
     r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?|[A-Za-z_][\w:~]*:\d+ )?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
@@ -385,14 +393,15 @@ _CHAIN = re.compile(
 # An error chain reaching init.cc/group.cc: the communicator's init returned an error.
 _TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
 # The transport a link of the chain belongs to (bootstrap, proxy and misc/socket belong to none)
+_IB_PLUGIN_FILE = r"(?:ib|ucx|ucx_rma|p2p)_plugin\.c$"  # nccl-rdma-sharp-plugins: verbs, UCX
 _CHAIN_KIND = (
-    (re.compile(r"(?:^|/)net_ib\.c[cu]?$|ib_plugin\.c$"), Transport.IB),
+    (re.compile(r"(?:^|/)net_ib\.c[cu]?$|" + _IB_PLUGIN_FILE), Transport.IB),
     (re.compile(r"(?:^|/)net_socket\.c[cu]?$"), Transport.SOCKET),
 )
 # Links below it that are about the network (probing links such as include/net.h are not).
 _NET_CHAIN_FILE = re.compile(
     r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
-    r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|ib_plugin\.c$")
+    r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|" + _IB_PLUGIN_FILE)
 _NET_WARN = re.compile(
     r"NET/|\bNet\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|\bfi_|RDMA|"
     r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b")
@@ -406,7 +415,23 @@ _SETUP_WARN = re.compile(
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/IB|mlx\d|\bIB\b|verbs|RoCE")
-_WARN_SOCKET = re.compile(r"[Ss]ocket")
+# Only the socket transport's own WARNs (net_socket.cc: `NET/Socket : ...`) name it. NCCL's
+# socket helper (misc/socket.cc, include/socket.h, os/linux.cc; a plugin's socket.c) serves
+# the bootstrap, the proxy and every transport's connection setup, so its WARNs
+# (`socketPollConnect: connect to ... returned Connection refused`, `Net : Socket creation
+# failed`, `socketProgressOpt: Call to recv ... failed`) say that a socket failed, not that
+# the socket transport was tried (nccl-tests#14, nccl#947, sglang's bootstrap mismatch).
+_WARN_SOCKET = re.compile(r"NET/(?:Fast)?Socket\b")
+_SOCKET_WORD = re.compile(r"[Ss]ocket")
+# The provider an aws-ofi-nccl error names in its own words: `Unresponsive receiver
+# (reachable by EFA device but handshake failed) My EFA addr: fi_addr_efa://[fe80::..]`
+_OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>EFA) (?:device|addr)\b")
+# WARNs of a probe that goes on (not a failure, and about no transport that was tried):
+# aws-ofi-nccl's NVLS version check (`Could not find ncclGetVersion symbol`, a TRACE in later
+# releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
+# libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
+_PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
+                         r"^Failed to open libibverbs")
 # libfabric's own log lines: libfabric:PID:TS:[domain:]PROV:subsys:func():line<level> msg;
 # ~1.17 wrote no TS (`libfabric:2833295:efa:core:fi_param_get_():280<info>`), <= ~1.7 no
 # PID either (`libfabric:ofi_rxm:cq:rxm_cq_read_write_error():819<warn>`)
@@ -424,7 +449,8 @@ _STRIPPED_WARN = re.compile(
 # `Missing "iommu=pt" from kernel command line`)
 _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
-_PROXY_ECHO = re.compile(r"\[Proxy Service|polling for opId|[Pp]roxy [Cc]all")
+_PROXY_ECHO = re.compile(
+    r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+){2,})$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
@@ -434,9 +460,11 @@ _BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
 _HTML_ENTITY = re.compile(r"&(?:[a-z]{2,6}|#\d{2,5});")
 _WRAPPED_START = _BOX_EDGES + "{"  # (an empty line is `in` it too: harmless)
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
+# (`node01`, `node031`, `server2`: a number tells machines apart, so a name with one is taken
+# as a real host name, which such names usually are: horovod#492, nccl-tests#307)
 _REDACTED_HOST = re.compile(
     r"^$|[<>*?{}$]|^x+(?:[-_.]x+)*$|_ip$|^(?:ip|host|hostname|node|nodename|user|server|"
-    r"machine|computer|myhost|yourhost|redacted|hidden|anonymi[sz]ed)\d*$", re.I)
+    r"machine|computer|myhost|yourhost|redacted|hidden|anonymi[sz]ed)$", re.I)
 
 # Network names NCCL prints in "Using network X" and "via NET/X/...".
 _OFI_NAMES = frozenset({"AWS Libfabric", "Libfabric", "OFI"})
@@ -1125,6 +1153,8 @@ class _Proc:
     def _take_warn(self, msg: str, seq: int) -> None:
         self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
         self.last_warn = msg[:200]
+        if _PROBE_WARN.match(msg):
+            return
         m = _NET_NOT_FOUND.search(msg)
         if m:
             self.not_found = self.not_found or m.group("name").strip() or "(unnamed)"
@@ -1142,15 +1172,21 @@ class _Proc:
             if _OFI_PLUGIN_FAILED.match(msg):
                 self.plugin_failed = self.plugin_failed or msg[:200]
                 self.plugin_failed_seq = seq
+            p = _OFI_WARN_PROVIDER.search(msg)
+            if p:
+                self._push("named_providers", (p.group("a") or p.group("w")).lower(), 4)
         if _NET_WARN.search(msg):
             self.err_seq = seq
-            if not _PROXY_ECHO.search(msg):  # (the proxy's own sockets echo any failure)
+            echo = _PROXY_ECHO.search(msg)  # (the proxy's own sockets echo any failure)
+            if not echo:
                 self.warn_seq = seq
             kind = _warn_kind(msg)
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
             # proxy's `Socket recv failed`), not the transport that was tried, nor the cause
-            if not (kind is Transport.SOCKET and self.err_kind in (Transport.IB, Transport.OFI)):
+            if not ((kind is Transport.SOCKET or kind is None and _SOCKET_WORD.search(msg))
+                    and self.err_kind in (Transport.IB, Transport.OFI)) \
+                    and not (echo and self.err_msg):
                 self.err_msg = msg[:200]
                 self.err_kind = kind or self.err_kind
             if _SETUP_WARN.search(msg):
@@ -2029,9 +2065,12 @@ class LogAnalyser:
             return
         rest, labels = self._outer(text)
         dev: int | None = None
-        d = _DEV_NCCL.match(rest)
+        d = _DEV_NCCL.match(rest) or _LOOSE_PREFIX.match(rest)
         if d:
-            dev, level, msg = int(d.group("dev")), d.group("level"), rest[d.end():]
+            dev, level, msg = int(d.group("dev")), d.group("level") or "WARN", rest[d.end():]
+            if "host" in d.re.groupindex:  # one process per host and device
+                labels = {**labels, "host": labels.get("host") or d.group("host"), "label": (
+                    labels.get("label", "") + " " + rest[:d.end("dev") + 1]).strip()}
         elif _BARE_MSG.match(rest):
             # no level and no prefix left (a paste stripped of both): the plugin's error
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
@@ -2541,6 +2580,11 @@ class _Judge:
             stack = _most_common(r.provider_stack for r in rs)
             if stack:
                 return _ofi_base_provider(stack), stack
+        # lines that make no rank of their own (a paste's unprefixed plugin lines) name it
+        stack = _most_common(p.provider or next(iter(p.named_providers), None)
+                             for p in self.all_procs)
+        if stack:
+            return _ofi_base_provider(stack), stack
         lf = Counter({k: v for k, v in self.a._lf_providers.items() if k not in _HELPER_PROVIDERS})
         if lf:
             best = max(lf.items(), key=lambda kv: (kv[1], kv[0]))[0]
@@ -2579,6 +2623,13 @@ class _Judge:
             # trying the one that its other ranks chose
             attempted_s = _most_common(r.selected.value for r in with_sel
                                        if r.selected is not Transport.FAILED)
+        if failed and not attempted_s:
+            # ... else the net plugin that loaded and did not give up (NCCL tries it first),
+            # where the log says so: a paste may keep its lines without their prefix while
+            # the failed rank's chain has one (nccl#1913: `Loaded net plugin Libfabric`)
+            attempted_s = _most_common(
+                k.value for p in self.all_procs if p.plugin and not p.plugin_failed
+                for k in (_net_kind(p.plugin),) if k is not None)
         attempted = Transport(attempted_s) if attempted_s else None
         on_t = [r for r in active if r.transport is transport]
         provider, provider_stack = self._job_provider(on_t)

@@ -644,6 +644,151 @@ def test_a_socket_error_of_the_bootstrap_names_no_transport(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
+def test_the_socket_helpers_warns_name_no_transport(tmp_path):
+    # NCCL_DEBUG=WARN: the bootstrap root saw a mismatch, then every rank's connect to it was
+    # refused. misc/socket.cc (os/linux.cc from 2.28) serves the bootstrap, the proxy and
+    # every transport's setup: its WARN says a socket failed, not which transport was tried.
+    root = L.warn("gpu-r07", 51120, 0, "Bootstrap Root : mismatch in info from procs, nranks "
+                  "16 vs 16, nroots 1 vs 1, iroot 0 vs 0, offset 0 vs 1305411586",
+                  where="bootstrap.cc:345")
+    refused = "connect to 10.40.3.17<41033> returned Connection refused, exceeded error retry " \
+              "count after 35 attempts"
+    lines = root + L.warn("gpu-r07", 51123, 3, f"ncclOsSocketPollConnect: {refused}",
+                          where="os/linux.cc:200")
+    lines += L.warn("gpu-r12", 9041, 6, f"socketPollConnect: {refused}", where="misc/socket.cc:578")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
+    # NCCL 2.3 in a container without rdma-core or a usable interface (nccl-tests#14): the
+    # libibverbs WARN is NCCL's look for IB, which it then goes without; the failure is
+    # the socket helper's, which names no transport either
+    probe = L.warn("b71c0f2e9a13", 4410, 0, "Failed to open libibverbs.so[.1]",
+                   where="misc/ibvwrap.cu:61")
+    sock = L.warn("b71c0f2e9a13", 4410, 0, "Socket creation failed : Address family not "
+                  "supported by protocol", where="include/socket.h:311")
+    code, d = check(tmp_path, probe + sock)
+    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    assert "libibverbs" not in d["ranks"][0]["failure"]
+    # ... and alone, on every host of a working socket job that logged only WARNs, it is no
+    # failure at all
+    code, d = check(tmp_path, probe + L.warn("b71c0f2e9a14", 4411, 0, "Failed to open "
+                                              "libibverbs.so[.1]", where="misc/ibvwrap.cu:61"))
+    assert d["transport"] == "none" and code == 0, d["summary"]
+    # the socket transport's own WARN (net_socket.cc) still names it
+    code, d = check(tmp_path, L.warn("gpu-r12", 9041, 6, "NET/Socket : socket progress error",
+                                     where="transport/net_socket.cc:414"))
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+
+
+def test_a_plugins_socket_error_under_the_ucx_plugin_is_ib(tmp_path):
+    # nccl#947's shape (UCX + SHARP plugin on InfiniBand): the plugin's own socket.c fails,
+    # its chain runs through ucx_plugin.c (verbs through UCX) up to the proxy; then NCCL's
+    # socket helper reports the peer gone (an echo, not the transport that was tried)
+    h, pid = "gpu-b17", 41122
+    lines = L.warn(h, pid, 4, "Net : Connection closed by remote peer 10.40.3.21<41872>",
+                   where="socket.c:540")
+    lines += [L.info(h, pid, 4, m, tid=pid + 87) for m in (
+        "socket.c:548 -> 6", "socket.c:560 -> 6", "ucx_plugin.c:485 -> 6", "include/net.h:27 -> 6",
+        "transport/net.cc:701 -> 6", "proxy.cc:1297 -> 6")]
+    lines += L.warn(h, pid, 4, "[Service thread] Error encountered progressing operation=Connect, "
+                    "res=6, closing connection", where="proxy.cc:1448")
+    lines += L.warn(h, pid, 4, "socketProgressOpt: Call to recv from 10.40.7.9<52210> failed : "
+                    "Connection reset by peer", where="misc/socket.cc:29")
+    lines += [L.info(h, pid, 4, m, tid=pid + 79) for m in ("misc/socket.cc:46 -> 6",
+                                                           "misc/socket.cc:746 -> 6")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert d["ranks"][0]["failure"].startswith("Net : Connection closed by remote peer")
+
+
+def test_aws_ofi_nccl_nvls_version_probe_is_no_failure(tmp_path):
+    # SageMaker, one instance, nn.DataParallel: the plugin's NVLS check warns and goes on
+    # (a TRACE in later releases); the training succeeded
+    lines = ["Let's use 4 GPUs!", "NCCL version 2.17.1+cuda11.8"] + L.warn(
+        "algo-1", 52, 0, "NET/OFI Could not find ncclGetVersion symbol",
+        where="configure_nvls_option:287")
+    lines += ["Reporting training SUCCESS"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and code == 0, d["summary"]
+    streams = job(L.ofi_efa_rank, nccl="2.17.1")  # beside a working OFI job's lines
+    for r, s in enumerate(streams):
+        s[1:1] = L.warn(L.rank_host(r), 40000 + 17 * r, r % 4, "NET/OFI Could not find "
+                        "ncclGetVersion symbol", where="configure_nvls_option:287")
+    code, d = check(tmp_path, L.interleave(streams, 5))
+    assert (d["transport"], d["provider"], code) == ("ofi", "efa", 0), d["summary"]
+
+
+def test_an_ofi_error_that_names_efa_gives_the_provider(tmp_path):
+    # aws-ofi-nccl's error names its provider in its own words (an EKS note): the EFA device,
+    # and addresses in fi_addr_efa:// form; no `Selected Provider` line in the paste
+    h, pid = "trn-node-0-0", 311
+    lines = [L.info(h, pid, 0, "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
+                    tid=712)]
+    lines += L.warn(h, pid, 0, "NET/OFI Request 0x7f456c224810 completed with error. RC: 103. "
+                    "Error: 4126 (Unresponsive receiver (reachable by EFA device but handshake "
+                    "failed) My EFA addr: fi_addr_efa://[fe80::a11:2eff:fe44:db5]:0:142160333 "
+                    "My host id: i-0a1b2c3d4e5f60718 Peer EFA addr: fi_addr_efa://[fe80::b22:"
+                    "14ff:fedd:d5b3]:0:825957744 Peer host id: N/A). Completed length: 0",
+                    where="cm_req_handle_error_entry:46")
+    lines += [L.info(h, pid, 0, "transport/net.cc:753 -> 6", tid=710),
+              L.info(h, pid, 0, "group.cc:73 -> 6 [Async thread]", tid=712)]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "efa"), d["summary"]
+
+
+def test_unprefixed_plugin_lines_tell_a_failed_jobs_transport_and_provider(tmp_path):
+    # nccl#1913's paste: the plugin's lines lost their prefix, the failed rank's chain kept it
+    h, pid = "trn-worker-3", 40211
+    lines = ["NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v11)",
+             "NCCL INFO NET/OFI Selected Provider is efa",
+             "NCCL INFO NET/OFI Using EFA multi-rail support",
+             "NET/OFI Unexpected number of remote rails for dev 0. Expected 3 but got 2"]
+    lines += [L.info(h, pid, 0, m) for m in ("include/socket.h:403 -> 2",
+                                             "transport/net.cc:476 -> 2",
+                                             "transport/net.cc:1202 -> 2 [Async thread]")]
+    lines += ["Test NCCL failure all_reduce.cu:471 'internal error - please report this issue "
+              "to the NCCL developers'"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "efa"), d["summary"]
+    assert [r["host"] for r in d["ranks"]] == [h]  # (the unprefixed lines make no rank)
+
+
+def test_a_prefix_whose_pid_was_redacted_or_left_out(tmp_path):
+    # nccl#2013: pid and thread redacted into one field; horovod#98 (NCCL 2.1 as pasted):
+    # a host and a device only. Read like `[5] ... NCCL WARN`, one process per host and device.
+    lines = [
+        "[2026-03-13 22:26:02] node-a7:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
+        "failed with 110 Connection timed out, on dev mlx5_3:1, curr state INIT, next state RTR",
+        "[2026-03-13 22:26:02] node-a7:XXXXXX [6] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
+        "failed with 110 Connection timed out, on dev mlx5_4:1, curr state INIT, next state RTR",
+        "gpusrv [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed",
+        "Failed, NCCL error test_nccl.c:99 'unhandled system error'",
+    ]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert [(r["host"], r["cuda_dev"]) for r in d["ranks"]] == [
+        ("gpusrv", 0), ("node-a7", 5), ("node-a7", 6)]
+    # a clock, or an application's WARN without a source file, makes no process
+    for line in ("12:00:01 [0] main.c:12 WARN low disk space", "myapp [0] WARN cache is cold",
+                 "myapp:XXXX [0] WARN cache is cold"):
+        code, d = check(tmp_path, [line])
+        assert d["ranks"] == [] and d["transport"] == "none", line
+
+
+def test_numbered_host_names_are_hosts(tmp_path):
+    # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
+    # apart; only a name with none, `node` or `hostname`, is taken as redacted)
+    streams = job(L.legacy_rank, nodes=4, gpn=1, nccl="2.2.13", host_fmt="node{:02d}")
+    code, d = check(tmp_path, L.interleave(streams, 6))
+    assert d["transport"] == "ib" and d["nodes"] == 4, d["summary"]
+    # nccl-tests' rank table lists one numbered host for all 8 ranks: one node
+    lines = [f"#  Rank {r} Group  0 Pid  20231 on     node07 device  {r} [0x{r:02x}] NVIDIA H100"
+             for r in range(8)]
+    lines += [L.info("node07", 20231, r, m) for r in range(8) for m in (
+        "NET/IB : Using [0]mlx5_bond_0:1/RoCE [RO]; OOB bond0:10.3.3.7<0>", "Using network IB")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["nodes"] == 1, d["summary"]
+
+
 def test_a_bootstrap_error_before_the_choice_fails_the_rank(tmp_path):
     # NVIDIA/nccl#1176 (NCCL 2.19.3, srun -l): one rank's bootstrap reads a short message
     # before it names a network; its WARN names no transport; the others chose OFI
@@ -1346,7 +1491,24 @@ def test_socket_over_a_fast_looking_interface_is_socket(tmp_path, iface):
 # Streaming, bounds and the two input paths
 
 
+def _pasted_warns() -> list[str]:
+    """WARN-only pastes of this file's shapes, one after the other: a pid redacted or left
+    out, the socket helper's WARNs, a plugin's chain, plugin lines without their prefix."""
+    lines = ["[2026-03-13 22:26:02] node-a7:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to "
+             "ibv_modify_qp failed with 110 Connection timed out",
+             "gpusrv [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed",
+             "NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v11)",
+             "NCCL INFO NET/OFI Selected Provider is efa"]
+    lines += L.warn("gpu-r12", 9041, 6, "socketPollConnect: connect to 10.40.3.17<41033> "
+                    "returned Connection refused", where="misc/socket.cc:578")
+    lines += L.warn("gpu-b17", 41122, 4, "Net : Connection closed by remote peer", where="socket.c:540")
+    lines += [L.info("gpu-b17", 41122, 4, m) for m in ("ucx_plugin.c:485 -> 6", "proxy.cc:1297 -> 6")]
+    lines += L.warn("b71c", 4410, 0, "Failed to open libibverbs.so[.1]", where="misc/ibvwrap.cu:61")
+    return lines
+
+
 CASES = {
+    "pasted-warns": _pasted_warns,
     "legacy-ofi-cloudwatch": lambda: L.cloudwatch(L.interleave(
         [L.ompi_tag(s, r) for r, s in enumerate(job(L.legacy_rank, net="AWS Libfabric"))], 1)),
     "fallback": lambda: L.interleave(job(L.ofi_efa_rank)[:4] + job(L.ofi_fails_then)[4:], 2),
