@@ -1340,7 +1340,12 @@ class _Proc:
         # chain ran through a network file up to init: NCCL 2.19.3's bootstrap `Message
         # truncated : received 256 bytes instead of 4`, nccl#1176)
         chained = self.top_seq > self.err_seq >= 0
-        if (selected is not None or self.err_msg or self.err_kind or chained) and not local:
+        # aws-ofi-nccl gave up (`NET/OFI aws-ofi-nccl initialization failed`, after its own
+        # WARNs such as `Only EFA provider is supported`) and nothing failed after that: NCCL
+        # goes on with its internal transport, a fallback (aws-ofi-nccl#174's one instance)
+        gave_up = self.plugin_failed_seq >= max(self.err_seq, self.top_seq, self.sel_seq)
+        if (selected is not None or self.err_msg or self.err_kind or chained) and not local \
+                and not gave_up:
             # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
             # after an Init COMPLETE only a network error counts (NCCL >= 2.22 connects at the
             # first collective), not a CUDA fault or a bad argument in a running job

@@ -717,6 +717,25 @@ def test_aws_ofi_nccl_nvls_version_probe_is_no_failure(tmp_path):
     assert (d["transport"], d["provider"], code) == ("ofi", "efa", 0), d["summary"]
 
 
+def test_aws_ofi_nccl_giving_up_alone_is_a_fallback_not_a_failure(tmp_path):
+    # aws-ofi-nccl#174's one SageMaker instance: the plugin finds no EFA and gives up; NCCL
+    # goes on with its own transports, and nothing failed after that
+    lines = L.warn("algo-1", 312, 0, "NET/OFI Only EFA provider is supported", where="ofi_init:1288")
+    lines += L.warn("algo-1", 312, 0, "NET/OFI aws-ofi-nccl initialization failed",
+                    where="ofi_init:1339")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and code == 0, d["summary"]
+    # ... but when NCCL then has no network left, init failed while trying OFI
+    lines += L.warn("algo-1", 312, 0, "Failed to initialize any NET plugin", where="init.cc:1600")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi" and code == 1, d["summary"]
+    # ... and so does an error chain that reaches init after it
+    lines[-2:] = [L.info("algo-1", 312, 0, m) for m in ("transport/net.cc:340 -> 2",
+                                                         "init.cc:1012 -> 2")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed", d["summary"]
+
+
 def test_an_ofi_error_that_names_efa_gives_the_provider(tmp_path):
     # aws-ofi-nccl's error names its provider in its own words (an EKS note): the EFA device,
     # and addresses in fi_addr_efa:// form; no `Selected Provider` line in the paste
