@@ -378,8 +378,9 @@ _IB_SIDEBAND = re.compile(r"^NET/IB ?: ?Using interface (?P<iface>\S+) for sideb
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
-_COMM = re.compile(
-    r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?=\s)")
+_COMM = re.compile(  # (a guide may elide the pointer: `comm ... rank 0 nranks 1`)
+    r"\bcomm (?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026) rank (?P<rank>\d+) "
+    r"n[Rr]anks (?P<nranks>\d+)(?=\s)")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
 _NNODES = re.compile(r"\bnNodes (?P<n>\d+)(?=\s)")
 _COMPLETE = re.compile(r"- (?:Init )?COMPLETE\b|\bInit COMPLETE\b")  # (`… Init COMPLETE`: elided)
@@ -431,7 +432,11 @@ _OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>E
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
 # libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
 _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
-                         r"^Failed to open libibverbs")
+                         r"^Failed to open libibverbs|"
+                         # ... and the proxy's complaints while communicators are destroyed
+                         # (DeepEP#41: after the test ran; `operation Close` is never init)
+                         r"^\[Service thread\] (?:Accept failed|Could not receive type from)|"
+                         r"^\[Proxy Service \d+\] Failed to execute operation Close\b")
 # libfabric's own log lines: libfabric:PID:TS:[domain:]PROV:subsys:func():line<level> msg;
 # ~1.17 wrote no TS (`libfabric:2833295:efa:core:fi_param_get_():280<info>`), <= ~1.7 no
 # PID either (`libfabric:ofi_rxm:cq:rxm_cq_read_write_error():819<warn>`)
@@ -477,6 +482,9 @@ _KNOWN_NAMES = {
 # HPC-X / nccl-rdma-sharp plugin's verbs network: `IBext_v8`, or the plugin's own name
 # (`Using network NCCL RDMA Plugin v8`, `via NET/NCCL RDMA Plugin v8/0/GDRDMA`)
 _IBEXT = re.compile(r"^(?:IBext(?:_v\d+)?|NCCL RDMA Plugin(?: v\d+)?)$")
+# Google's GPUDirect-TCPX (A3) and TCPXO/FasTrak (A3 Mega) plugins move the data over TCP on
+# the VM's Ethernet NICs, into GPU memory: TCP, like FastSocket, however fast
+_TCP_PLUGIN = re.compile(r"^(?:GPUDirectTCPXO?(?:_v\d+)?|FasTrak(?:_v\d+)?)$")
 
 # Provider names taken even at the end of a line (a line that may have been cut short).
 _OFI_PROVIDERS = frozenset({"cxi", "efa", "tcp", "sockets", "udp", "shm", "verbs", "psm2",
@@ -491,6 +499,8 @@ def _net_kind(name: str) -> Transport | None:
         return _KNOWN_NAMES[name]
     if _IBEXT.match(name):
         return Transport.IB
+    if _TCP_PLUGIN.match(name):
+        return Transport.SOCKET
     return None
 
 
@@ -1083,7 +1093,7 @@ class _Proc:
                             if rx.search(m.group("file")):
                                 self.err_kind = kind
                                 break
-        if "comm 0x" in msg:
+        if "comm 0x" in msg or "comm ." in msg or "comm \u2026" in msg:
             self._take_comm(msg, seq)
         elif "COMPLETE" in msg and _COMPLETE.search(msg):
             self.complete_seq = seq
@@ -1287,6 +1297,8 @@ class _Proc:
     def _take_comm(self, msg: str, seq: int) -> None:
         m = _COMM.search(msg)
         if not m:
+            if "COMPLETE" in msg and _COMPLETE.search(msg):
+                self.complete_seq = seq
             return
         self._rank(int(m.group("rank")), int(m.group("nranks")))
         n = _NNODES.search(msg)
@@ -2481,6 +2493,9 @@ class _Judge:
             if any(p.nnodes is None and p.net_channels for p in procs):
                 return True, n_ident
             return False, n_ident
+        if world == 1 and not any(p.net_channels for p in procs):
+            # communicators of one rank each (a probe, ncclCommInitAll of 1 GPU)
+            return False, max(n_ident, 1)
         tests_hosts = set(self.a._tests_hosts.values())
         if tests_hosts and not any(_is_redacted(h) for h in tests_hosts) and all(
                 p.host in tests_hosts for p in real if not _is_redacted(p.host)):
@@ -2687,10 +2702,15 @@ class _Judge:
         not_found = Counter(r.failure for r in failed if r.failure and "not found" in r.failure
                             and r.failure.startswith("network "))
         for msg, n in sorted(not_found.items()):
+            name = msg[len("network "):-len(" not found")]
+            ofi = _net_kind(name) is Transport.OFI or "ibfabric" in name or "OFI" in name
             self.warn("network-not-found",
                       f"{msg} on {_frac(n, total)} ranks: NCCL_NET names a network whose plugin "
-                      "did not load (bind/build aws-ofi-nccl; do not combine NCCL_NET_PLUGIN=ofi "
-                      "with NCCL_NET; a cudart-dynamic plugin needs libcudart.so)")
+                      + ("did not load (bind/build aws-ofi-nccl; do not combine "
+                         "NCCL_NET_PLUGIN=ofi with NCCL_NET; a cudart-dynamic plugin needs "
+                         "libcudart.so)" if ofi else
+                         "did not load (is its libnccl-net library where NCCL_NET_PLUGIN and "
+                         "LD_LIBRARY_PATH say, inside the container?)"))
         other_failed = [r for r in failed if r.failure and not r.failure.startswith("network ")]
         if other_failed:
             what = other_failed[0].attempted or attempted

@@ -186,6 +186,37 @@ def test_fastsocket_plugin_is_a_socket_transport(tmp_path):
     assert d["verdict"] == "fallback" and code == 1  # a plugin loaded, still TCP
 
 
+@pytest.mark.parametrize("plugin,net", [("GPUDirectTCPX_v7 (v7)", "GPUDirectTCPX_v7"),
+                                        ("FasTrak (v8)", "FasTrak")])
+def test_googles_gpudirect_tcpx_plugins_are_tcp(tmp_path, plugin, net):
+    # GCP A3 (GPUDirect-TCPX) and A3 Mega (TCPXO, `Using network FasTrak`): the data goes
+    # over TCP on the VM's Ethernet NICs, into GPU memory; a TCP transport, as FastSocket
+    streams = job(L.plugin_rank, plugin=plugin, net_name=net,
+                  device_line="NET/GPUDirectTCPX : GPUDirectTCPX enable: 1", gdr=False)
+    code, d = check(tmp_path, L.interleave(streams, 5))
+    assert d["transport"] == "socket" and d["nodes"] == 2, d["summary"]
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
+    # a missing plugin is no aws-ofi-nccl problem: the advice says so
+    lines = L.warn("gke-a3-n1", 301, 0, f"Error: network {net} not found.", where="init.cc:100")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+    [w] = [w for w in d["warnings"] if w["code"] == "network-not-found"]
+    assert "aws-ofi-nccl" not in w["message"] and "NCCL_NET_PLUGIN" in w["message"]
+
+
+def test_a_one_rank_communicator_is_no_network_even_with_its_pointer_elided(tmp_path):
+    # a RoCE guide's probe (ncclCommInitAll of one GPU): the lines lost their prefix, the
+    # guide elided the communicator's pointer; one rank crosses no node
+    lines = ["NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE",
+             "NCCL INFO Using network IBext_v8",
+             "NCCL INFO ncclCommInitAll comm ... rank 0 nranks 1 ... - Init COMPLETE"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False and code == 0, d["summary"]
+    lines[-1] = lines[-1].replace("nranks 1", "nranks 2")  # two ranks: cannot tell
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["inter_node"] is None, d["summary"]
+
+
 def test_fastsocket_retry_warnings_then_connected(tmp_path):
     # google/nccl-fastsocket#4: the plugin warns while it retries, then connects; the job ran
     lines = []
@@ -732,6 +763,25 @@ def test_aws_ofi_nccl_giving_up_alone_is_a_fallback_not_a_failure(tmp_path):
     # ... and so does an error chain that reaches init after it
     lines[-2:] = [L.info("algo-1", 312, 0, m) for m in ("transport/net.cc:340 -> 2",
                                                          "init.cc:1012 -> 2")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed", d["summary"]
+
+
+def test_the_proxys_complaints_at_teardown_are_no_failure(tmp_path):
+    # DeepEP#41: "is it normal that these warnings appear after the test ran?" One process,
+    # its communicators destroyed: the proxy's service thread loses its peers
+    h, pid = "5e2d71ac90f3", 4174
+    lines = L.warn(h, pid, 0, "[Service thread] Accept failed Resource temporarily unavailable",
+                   where="proxy.cc:1458") + [L.info(h, pid, 0, "misc/socket.cc:826 -> 3")]
+    lines += L.warn(h, pid, 0, "[Service thread] Could not receive type from localRank 0, res=3, "
+                    "closed=0", where="proxy.cc:1497")
+    lines += L.warn(h, pid, 0, "[Proxy Service 0] Failed to execute operation Close from rank 0, "
+                    "retcode 3", where="proxy.cc:1521")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and code == 0, d["summary"]
+    # a failed Setup is the proxy passing on an init failure: with its chain to init, failed
+    lines[-1] = lines[-1].replace("operation Close", "operation Setup")
+    lines += [L.info(h, pid, 0, m) for m in ("proxy.cc:1529 -> 3", "init.cc:1398 -> 3")]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed", d["summary"]
 
