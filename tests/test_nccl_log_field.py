@@ -1637,6 +1637,35 @@ def test_a_log_made_of_copies_reads_like_line_by_line(case, block):
         assert b.repeated_bytes > len(body) // 2
 
 
+def test_copies_are_read_in_growing_blocks(monkeypatch):
+    # each scan block reads its first two copies before it counts the rest: while the text
+    # is copies, the blocks double (to MAX_SCAN_BLOCKS); other text keeps SCAN_BLOCKS
+    import runner.nccl_log as N
+
+    sizes: list[int] = []
+    real = LogAnalyser._text_block
+
+    def spy(self, data, src, stats, lo=0, hi=None):
+        sizes.append((len(data) if hi is None else hi) - lo)
+        return real(self, data, src, stats, lo, hi)
+
+    monkeypatch.setattr(LogAnalyser, "_text_block", spy)
+    block = 16384
+    one = L.to_bytes(L.interleave(job(L.failing_rank, nodes=2, gpn=1, case="socket-wrong-type"), 0))
+    body = one * (N.MAX_SCAN_BLOCKS * 8 * block // len(one))
+    a, b = _by_lines_and_by_blocks(body, block)
+    _same_answer(a, b)
+    big = [n for n in sizes if n > 2 * block]
+    assert big[0] < (N.SCAN_BLOCKS + 1) * block < big[1] < big[2]  # growing ...
+    assert max(big) > (N.MAX_SCAN_BLOCKS - 1) * block  # ... up to the bound
+    assert max(big) < (N.MAX_SCAN_BLOCKS + 1) * block
+    sizes.clear()  # not copies (every copy another host): the blocks stay small
+    other = b"".join(one.replace(b"nid", b"h%03d" % i) for i in range(len(body) // len(one)))
+    a, b = _by_lines_and_by_blocks(other, block)
+    _same_answer(a, b)
+    assert max(sizes) < (N.SCAN_BLOCKS + 1) * block
+
+
 REPEATED_LINES = {
     "using": "nid000001:7:7 [0] NCCL INFO Using network IB",
     "channel": "nid000001:7:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via NET/IB/0/GDRDMA",
