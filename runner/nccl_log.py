@@ -204,21 +204,23 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it)
               "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+(?: |&nbsp;|\u00a0)+\\d")
-# Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time.
+# Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
+# a markdown quote (`> `, a reporter quoting the whole paste).
 # At most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
 # never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
 _OUTER_HEAD_PLAIN = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
-                     r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? ){0,3}")
+                     r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |"
+                     r"> ?){0,3}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
-                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ ){0,3}+")
+                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[ |0-9A-Z]|nccl|comm 0x|rank )"
+_BARE_START = r"(?=[\[ |0-9A-Z>]|nccl|comm 0x|rank )"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
@@ -334,6 +336,7 @@ _OUTER_PREFIXES = (
     re.compile(r"^\[(?P<host>[A-Za-z][\w.\-]*)\] "),  # fabrikit local launcher: [node1]
     re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
+    re.compile(r"^> ?"),  # a markdown quote (`> > ` nested: one at a time)
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
     # NCCL's own prefix with placeholders pasted over it: `[Node-A]:[PID]:[Thread] [0] `

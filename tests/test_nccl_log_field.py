@@ -843,6 +843,21 @@ def test_a_prefix_whose_pid_was_redacted_or_left_out(tmp_path):
         assert d["ranks"] == [] and d["transport"] == "none", line
 
 
+def test_a_paste_quoted_as_markdown(tmp_path):
+    # nccl#442's shape: every line quoted with `> `, the rank table's `#` lost (a page made
+    # it a heading); one rank on one desktop, and stripped lines under the quote are read
+    lines = ["> nThread 1 nGpus 1 minBytes 134217728 maxBytes 134217728 step: 1048576(bytes)",
+             "> ", "> Using devices",
+             "> Rank  0 Pid  40211 on    WORKPC device  0 [0x21] TITAN RTX",
+             "> WORKPC:40211:40211 [0] NCCL INFO NET/Socket : Using [0]eth0:192.168.77.19<0>",
+             "> WORKPC:40211:40211 [0] NCCL INFO Using network Socket"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    quoted = ["> > " + x for x in L.strip_prefix(L.interleave(job(L.ib_rank), 7), keep_level=False)]
+    code, d = check(tmp_path, quoted)
+    assert d["transport"] == "ib", d["summary"]
+
+
 def test_numbered_host_names_are_hosts(tmp_path):
     # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
     # apart; only a name with none, `node` or `hostname`, is taken as redacted)
@@ -1573,6 +1588,8 @@ def _pasted_warns() -> list[str]:
     lines += L.warn("gpu-b17", 41122, 4, "Net : Connection closed by remote peer", where="socket.c:540")
     lines += [L.info("gpu-b17", 41122, 4, m) for m in ("ucx_plugin.c:485 -> 6", "proxy.cc:1297 -> 6")]
     lines += L.warn("b71c", 4410, 0, "Failed to open libibverbs.so[.1]", where="misc/ibvwrap.cu:61")
+    lines += ["> Rank  0 Pid  40211 on    WORKPC device  0 [0x21] TITAN RTX",  # quoted
+              "> > NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"]
     return lines
 
 
