@@ -664,6 +664,8 @@ class RankReport:
     provider_stack: str | None = None  # the provider as printed: "verbs;ofi_rxm"
     plugin_failed: str | None = None  # a net plugin that gave up, after which NCCL went on
     library: str | None = None  # "nccl" or "rccl" where this process printed its version
+    # failed only: after its Init COMPLETE (a link that broke at the first collective or later)
+    failed_after_init: bool = False
 
     @cached_property  # asked per rank by the summary and the JSON: computed once
     def label(self) -> str:
@@ -729,6 +731,7 @@ class RankReport:
             "provider_stack": self.provider_stack,
             "plugin_failed": self.plugin_failed,
             "library": self.library,
+            "failed_after_init": self.failed_after_init,
         }
 
 
@@ -1086,7 +1089,12 @@ class _Proc:
         if " -> " in msg:
             m = _CHAIN.match(msg)
             if m and m.group("code") != "0":
-                if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg:
+                # (the proxy's progress thread returning an error fails the communicator's
+                # operations: `proxy.cc:878 -> 6 [Progress Thread]`, `[Proxy Thread]` before
+                # 2.19; after Init COMPLETE, with a network error before it, a failed job:
+                # nccl-tests#252's IB completion error 4 on the first collective)
+                if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg \
+                        or "[Progress Thread]" in msg or "[Proxy Thread]" in msg:
                     self.top_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _NET_CHAIN_FILE.search(m.group("file")):
@@ -1430,6 +1438,8 @@ class _Proc:
             provider_stack=named,
             plugin_failed=self.plugin_failed,
             library=self.library,
+            failed_after_init=failure is not None and 0 <= self.complete_seq < max(
+                self.err_seq, self.top_seq, self.fatal_seq),
         )
 
     def inter_node(self) -> bool | None:
@@ -2912,9 +2922,11 @@ class _Judge:
         if verdict is Verdict.FAILED:
             reason = _most_common(r.failure for r in failed) or "network init failed"
             tried = _most_common(r.attempted.value for r in failed if r.attempted)
-            trying = (f" (while trying {tried})" if tried and not reason.startswith("network ")
-                      else "")
-            return (f"fabrikit: ERROR NCCL network init failed on {_frac(len(failed), total)} "
+            after = all(r.failed_after_init for r in failed)
+            trying = (f" ({'on' if after else 'while trying'} {tried})"
+                      if tried and not reason.startswith("network ") else "")
+            what = "failed after init" if after else "init failed"
+            return (f"fabrikit: ERROR NCCL network {what} on {_frac(len(failed), total)} "
                     f"ranks: {reason}{trying}{detail}")
         if verdict is Verdict.NONE:
             base = f"no NCCL network selection seen in {self._source()}"

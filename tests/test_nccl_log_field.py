@@ -888,6 +888,30 @@ def test_a_bootstrap_error_before_the_choice_fails_the_rank(tmp_path):
     assert [r["host"] for r in failed] == [h] and failed[0]["failure"].startswith("Message trunc")
 
 
+@pytest.mark.parametrize("thread", ["Progress Thread", "Proxy Thread"])
+def test_a_link_that_breaks_at_the_first_collective_fails_the_job(tmp_path, thread):
+    # nccl-tests#252 (HPC-X's IB plugin): every rank completed init, then the first
+    # collective's send completed with error 4 and the proxy's progress thread returned it
+    # (`[Proxy Thread]` before NCCL 2.19): the job failed on IB, after init
+    streams = job(L.ib_rank, nccl="2.18.5")
+    h, pid = L.rank_host(4), 40000 + 17 * 4
+    streams[4] += L.warn(h, pid, 0, "NET/IB : Got completion from peer 10.3.35.1<49189> with "
+                         "error 4, opcode 5327, len 5327, vendor err 81 (Send)",
+                         where="ib_plugin.c:1105")
+    streams[4] += [L.info(h, pid, 0, m, tid=pid + 9) for m in (
+        "transport/net.cc:1137 -> 6", "proxy.cc:698 -> 6", f"proxy.cc:878 -> 6 [{thread}]")]
+    code, d = check(tmp_path, L.interleave(streams, 8))
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    [bad] = [r for r in d["ranks"] if r["transport"] == "failed"]
+    assert bad["host"] == h and bad["failed_after_init"] is True
+    assert d["summary"].startswith("fabrikit: ERROR NCCL network failed after init on 1/8 ranks")
+    assert "(on ib)" in d["summary"]
+    # the same WARN with no chain (a retry NCCL survived, or a cut paste) keeps the link
+    streams[4] = streams[4][:-3]
+    code, d = check(tmp_path, L.interleave(streams, 8))
+    assert d["transport"] == "ib", d["summary"]
+
+
 def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
     # NVIDIA/nccl#928: "error log `G8-2:19989:20082 [1] ... NCCL WARN ..." (markdown)
     streams = job(L.ib_rank, nccl="2.18.3", host_fmt="G8-{:d}")
