@@ -243,13 +243,16 @@ _PASS_PATTERNS = (
     r"\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
     # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
     r"#[^\S\n]+Rank[^\S\n]+\d+[^\S\n]",
+    # a ring of one rank (`Channel 00/32 :    0`: a communicator of one, vissl#480), at its
+    # line's end (`(?m)$`, which both engines read alike); rings of more are in the heads
+    "(?m)(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+[^\\S\\n]*$",
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
 # pass. Looking for one byte is memchr, several times cheaper than a pass, and the lines
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it.)
-_GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",))
+_GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",), (b"Channel", b"Ring"))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
@@ -468,7 +471,7 @@ _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 _PROXY_ECHO = re.compile(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
-_RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+){2,})$")
+_RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+)+) *$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
@@ -1052,7 +1055,7 @@ class _Proc:
             m = _USING_NETWORK.match(msg)
             if m:
                 self._strong(m.group("name"), seq)
-        elif (c == "C" or c == "R") and msg[-1:].isdigit() and (
+        elif (c == "C" or c == "R") and (msg[-1:].isdigit() or msg[-1:] == " ") and (
                 msg.startswith("Channel") or msg.startswith("Ring ")):
             m = _RING_ORDER.match(msg)  # every rank of the communicator, in ring order
             if m:

@@ -73,6 +73,9 @@ EDGES = [
     b"ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 busId 0 - Init START",
     b"NCCL_PROTO set by environment to ^LL128",
     b"  WARN NCCL",  # none
+    b"gn07:51320:51417 [0] NCCL INFO Channel 00/32 :    0",  # a ring of one rank, ...
+    b"Ring 01 :&nbsp;0 \r",
+    b"Channel 02/32 :    0 then text",  # ... not followed by more
 ]
 
 
@@ -88,7 +91,8 @@ def test_the_same_lines_as_the_python_passes(finder):
     edges = _hit_lines(bodies[0], finder(bodies[0], 0, len(bodies[0])))
     missed = [e for e in EDGES if e not in edges]
     assert missed == [EDGES[1], EDGES[2], EDGES[5], EDGES[6], EDGES[8], EDGES[10],
-                      b"XFI_ only", b"#", EDGES[23], b"  WARN NCCL"]
+                      b"XFI_ only", b"#", EDGES[23], b"  WARN NCCL",
+                      b"Channel 02/32 :    0 then text"]
 
 
 def test_the_looser_bare_pass_is_confirmed(finder):

@@ -858,6 +858,23 @@ def test_a_paste_quoted_as_markdown(tmp_path):
     assert d["transport"] == "ib", d["summary"]
 
 
+@pytest.mark.parametrize("ring", ["Channel {c:02d}/32 :    0", "Ring {c:02d} :    0"])
+def test_a_ring_of_one_rank_is_a_communicator_of_one(tmp_path, ring):
+    # vissl#480's single-node run (world_size 1): NCCL 2.7.8 chose Socket and printed every
+    # channel's ring, each of one rank; the paste holds no comm line. One rank, no network.
+    h, pid = "gn07", 51320
+    lines = [L.info(h, pid, 0, m) for m in (
+        "Bootstrap : Using [0]mgmt0:10.44.8.31<0>", "NET/IB : No device found.",
+        "NET/Socket : Using [0]mgmt0:10.44.8.31<0>", "Using network Socket")]
+    lines += ["NCCL version 2.7.8+cuda10.2"]
+    lines += [L.info(h, pid, 0, ring.format(c=c), tid=pid + 97) for c in range(4)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False and code == 0, d["summary"]
+    lines[-4:] = [x.replace("    0", "    0   1") for x in lines[-4:]]  # two ranks: unknown
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["inter_node"] is None, d["summary"]
+
+
 def test_numbered_host_names_are_hosts(tmp_path):
     # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
     # apart; only a name with none, `node` or `hostname`, is taken as redacted)
