@@ -202,8 +202,12 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
-              # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it)
-              "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+(?: |&nbsp;|\u00a0)+\\d")
+              # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
+              # or a ring of one rank at its line's end (`Channel 00/32 :    0`: a
+              # communicator of one, vissl#480; `$` is a line's end: the passes that hold
+              # these heads are read with (?m), by Python and hyperscan alike)
+              "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+"
+              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*$)")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
 # a markdown quote (`> `, a reporter quoting the whole paste).
 # At most one alternative can match at a place (they start differently), and what follows
@@ -232,30 +236,27 @@ _BARE_HEADS = _MSG_HEADS.replace("comm 0x", "comm 0x[0-9a-fA-F]+ rank ", 1) + (
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
-    r"NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)|NCCL version \d" % _MSG_HEADS,
+    r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)|NCCL version \d" % _MSG_HEADS,
     r"via NET/",  # channel and ring lines that cross nodes
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:-> -?\d|WARN )",
-    r"\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _BARE_HEADS),  # lines stripped of NCCL's prefix
+    r"(?m)\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _BARE_HEADS),  # stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
-    r"\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
+    r"(?m)\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
     # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
     r"#[^\S\n]+Rank[^\S\n]+\d+[^\S\n]",
-    # a ring of one rank (`Channel 00/32 :    0`: a communicator of one, vissl#480), at its
-    # line's end (`(?m)$`, which both engines read alike); rings of more are in the heads
-    "(?m)(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+[^\\S\\n]*$",
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
 # pass. Looking for one byte is memchr, several times cheaper than a pass, and the lines
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it.)
-_GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",), (b"Channel", b"Ring"))
+_GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
-_FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
+_FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
 # The same passes for hyperscan (runner/fast_scan.py), which has no lookbehind: `FI_` is
 # matched instead of looked behind. The bare pass is given looser (bounded repeats unbounded,
 # no lookahead: a superset that compiles in a fifth of the time) and each of its hits is
@@ -263,7 +264,7 @@ _FIRST_LINE = re.compile(("%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # 
 _LOOSE_OUTER_HEAD = re.sub(r"\{[1-9]\d*,\d+\}", "+", re.sub(r"\{0,\d+\}", "*", _OUTER_HEAD_PLAIN))
 _FAST_REWRITTEN = {
     _PASS_PATTERNS.index(r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)"): r"FI_[A-Z]|_[A-Z][A-Z0-9_]*=",
-    _BARE_PASS: r"\n%s(?:%s)" % (_LOOSE_OUTER_HEAD, _BARE_HEADS),
+    _BARE_PASS: r"(?m)\n%s(?:%s)" % (_LOOSE_OUTER_HEAD, _BARE_HEADS),
 }
 _FAST_PATTERNS = tuple(_FAST_REWRITTEN.get(i, p) for i, p in enumerate(_PASS_PATTERNS))
 _FAST_CONFIRM = {_BARE_PASS: _PASSES[_BARE_PASS]}
