@@ -379,8 +379,11 @@ _OFI_PLUGIN_FAILED = re.compile(
     r"No eligible providers? (?:were|was) found.*(?:[Ff]ail|[Aa]bort))"
 )
 # (Ray's log dedup appends ` [repeated 15x across cluster]` to a line)
+# (a name holds single spaces at most, `AWS Libfabric`: two or more end it, before a note
+# that a doc or blog wrote after the line, `Using network Socket      # <- TCP`)
 _USING_NETWORK = re.compile(
-    r"^Using (?:network|internal Network) (?P<name>.+?)\s*(?:\[repeated \d+x across cluster\]\s*)?$")
+    r"^Using (?:network|internal Network) (?P<name>\S+(?: \S+)*?)"
+    r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*)?\s*$")
 _ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
 _P2P_PLUGIN = re.compile(r"^P2P plugin (?P<name>\S+)\s*$")
 _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")

@@ -875,6 +875,19 @@ def test_a_ring_of_one_rank_is_a_communicator_of_one(tmp_path, ring):
     assert d["transport"] == "socket" and d["inter_node"] is None, d["summary"]
 
 
+@pytest.mark.parametrize("note", ["               # <- the transport: TCP", "  (RoCE)",
+                                  "\t\t\u2190 chosen"])
+def test_a_note_written_after_the_network_line(tmp_path, note):
+    # a blog's annotated excerpt: the deciding line carries the writer's note after it
+    lines = [L.info("trn-lead-0", 1, 0, "NET/IB : No device found.", tid=62),
+             L.info("trn-lead-0", 1, 0, "Using network Socket" + note, tid=62),
+             L.info("trn-lead-0", 1, 0, "comm 0x5611aa3c2020 rank 0 nRanks 2 nNodes 2 localRanks 1 "
+                    "localRank 0 MNNVL 0", tid=62)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["nodes"] == 2, d["summary"]
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
+
+
 def test_numbered_host_names_are_hosts(tmp_path):
     # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
     # apart; only a name with none, `node` or `hostname`, is taken as redacted)
