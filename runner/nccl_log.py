@@ -308,6 +308,14 @@ _LOOSE_PREFIX = re.compile(
     r"^(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d})(?::[^\s\[\]`]{1,40})? "
     r"\[(?P<dev>\d+)\] (?:(?P<src>[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+) (?:\([\w:~]+\) )?)?"
     r"(?:NCCL (?P<level>INFO|WARN|ABORT|TRACE)|(?<=\d )(?P<old>WARN))\b ?" % _MAX_HOST)
+# NCCL's level after a prefix that no rule above knows (`[09:14:02] [gpu-x rank 0] NCCL INFO`,
+# `[pod/w-0/main] NCCL INFO`, journald's `host prog[pid]: NCCL INFO`): the prefix, clock times
+# taken out, names the process (the last resort: NCCL's own prefix is gone)
+# (not the tail of NCCL's own prefix that a splice cut, `0119:40126 [3] NCCL INFO`: a number
+# before the device makes no process)
+_ANY_PREFIX_NCCL = re.compile(r"^(?P<pre>[^\n]{1,160}?) ?\bNCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+_CUT_PREFIX_TAIL = re.compile(r"\d \[-?\d+\]\s*$")
+_CLOCK = re.compile(r"\d{4}-\d\d-\d\d|\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?|[\[\]]")
 _BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:line`
     r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?|[A-Za-z_][\w:~]*:\d+ )?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
@@ -499,7 +507,8 @@ _KNOWN_NAMES = {
 }
 # HPC-X / nccl-rdma-sharp plugin's verbs network: `IBext_v8`, or the plugin's own name
 # (`Using network NCCL RDMA Plugin v8`, `via NET/NCCL RDMA Plugin v8/0/GDRDMA`)
-_IBEXT = re.compile(r"^(?:IBext(?:_v\d+)?|NCCL RDMA Plugin(?: v\d+)?)$")
+# (UCCL's plugin names itself RDMA_Plugin: verbs on IB/RoCE NICs, uccl#172)
+_IBEXT = re.compile(r"^(?:IBext(?:_v\d+)?|NCCL RDMA Plugin(?: v\d+)?|RDMA_Plugin(?:_v\d+)?)$")
 # Google's GPUDirect-TCPX (A3) and TCPXO/FasTrak (A3 Mega) plugins move the data over TCP on
 # the VM's Ethernet NICs, into GPU memory: TCP, like FastSocket, however fast
 _TCP_PLUGIN = re.compile(r"^(?:GPUDirectTCPXO?(?:_v\d+)?|FasTrak(?:_v\d+)?)$")
@@ -2129,9 +2138,15 @@ class LogAnalyser:
             level = "WARN" if not labels and _STRIPPED_WARN.match(rest) else "INFO"
             msg = rest
         else:
-            b = _BARE_NCCL.match(rest)
+            b = _BARE_NCCL.match(rest) or _ANY_PREFIX_NCCL.match(rest)
+            if b and "pre" in b.re.groupindex and _CUT_PREFIX_TAIL.search(b.group("pre")):
+                b = None
             if b:
                 level, msg = b.group("level"), rest[b.end():]
+                if "pre" in b.re.groupindex:
+                    name = " ".join(_CLOCK.sub(" ", b.group("pre")).split())
+                    if name:
+                        labels = {**labels, "label": (labels.get("label", "") + " " + name).strip()}
             else:  # only a whole version line is taken after a prefix we do not know
                 v = _PREFIXED_VERSION.search(rest)
                 if not v:

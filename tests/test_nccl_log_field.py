@@ -888,6 +888,32 @@ def test_a_note_written_after_the_network_line(tmp_path, note):
     assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
 
 
+@pytest.mark.parametrize("prefix", ["[09:14:{s:02d}] [gpu-{h} rank {r}] ", "[pod/trainer-{h}-{r}/main] ",
+                                    "Mar 03 12:00:{s:02d} gpu-{h} python[{r}]: "])
+def test_stripped_lines_under_a_prefix_no_rule_knows(tmp_path, prefix):
+    # a write-up's lines: NCCL's own prefix gone, the writer's (or kubectl's, journald's) in
+    # its place; what is left of the prefix, clock times taken out, names the process
+    lines = []
+    for r, stream in enumerate(job(L.ib_rank, nodes=2, gpn=2)):
+        pre = prefix.format(s=r, h="xy"[r // 2], r=r)
+        lines += [pre + x for x in L.strip_prefix(stream)]
+    code, d = check(tmp_path, L.interleave([lines], 0))
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+    assert len(d["ranks"]) == 4, [r["label"] for r in d["ranks"]]
+    # a splice that cut NCCL's own prefix (`0119:40126 [3] NCCL INFO ...`) makes no process
+    code, d = check(tmp_path, ["0119:40126 [3] NCCL INFO Channel 01/0 : 3[3] -> 7[3] [receive] "
+                               "via NET/AWS Libfabric/3/GDRDMA"])
+    assert d["ranks"] == [], d["ranks"]
+
+
+def test_uccl_rdma_plugin_is_ib(tmp_path):
+    # uccl#172: UCCL's net plugin names itself RDMA_Plugin (verbs on IB/RoCE NICs)
+    streams = job(L.plugin_rank, plugin="RDMA_Plugin (v8)", net_name="RDMA_Plugin")
+    code, d = check(tmp_path, L.interleave(streams, 3))
+    assert d["transport"] == "ib" and d["nodes"] == 2, d["summary"]
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
+
+
 def test_numbered_host_names_are_hosts(tmp_path):
     # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
     # apart; only a name with none, `node` or `hostname`, is taken as redacted)
