@@ -375,7 +375,7 @@ _PLUGIN_MISSING = re.compile(
 _OFI_VERSION = re.compile(r"^NET/OFI (?:Using|Initializing) aws-ofi-[nr]ccl (?P<v>\S+)")
 _LIBFABRIC_VERSION = re.compile(r"^NET/OFI Using Libfabric version (?P<v>\d+\.\d+)")
 _PROVIDER = re.compile(
-    r"^NET/OFI Selected [Pp]rovider is (?P<prov>[^\s,()]+)(?=,| \(found|(?P<end>\s*$))"
+    r"^NET/OFI Selected [Pp]rovider is (?P<prov>[^\s,()*]+)\**(?=,| \(found|(?P<end>\s*$))"
     r"(?:, fabric is (?P<fabric>[^\s,()]+)(?= \(found))?"
     r"(?: \(found (?P<nics>\d+) nics?\))?"
 )
@@ -403,6 +403,8 @@ _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b
 _IB_SIDEBAND = re.compile(r"^NET/IB ?: ?Using interface (?P<iface>\S+) for sideband")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
+# (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
+_SOCKET_IFACE_ELIDED = re.compile(r"\[\d+\](?P<iface>[A-Za-z][\w.\-]*)(?=[\s:]|$)")
 _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
 _COMM = re.compile(  # (a guide may elide the pointer: `comm ... rank 0 nranks 1`)
     r"\bcomm (?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026) rank (?P<rank>\d+) "
@@ -1302,6 +1304,10 @@ class _Proc:
                 for i in _SOCKET_IFACE.finditer(m.group("rest")):
                     self._push("socket_ifaces", i.group("iface"))
                     found = True
+                if not found and "<" not in m.group("rest"):
+                    for i in _SOCKET_IFACE_ELIDED.finditer(m.group("rest")):
+                        self._push("socket_ifaces", i.group("iface"))
+                        found = True
                 if found:
                     self._weak(Transport.SOCKET, seq)
                 self._take_ips(msg)

@@ -914,6 +914,17 @@ def test_uccl_rdma_plugin_is_ib(tmp_path):
     assert "unknown-network" not in [w["code"] for w in d["warnings"]], d["warnings"]
 
 
+def test_doc_excerpts_with_elided_or_starred_values(tmp_path):
+    # a README's elided socket line (`[0]ens5 ...`: RCCL fell back to TCP) and AWS's EFA
+    # guide's sample line, which marks the provider with a trailing `*`
+    code, d = check(tmp_path, ["NCCL INFO Failed to open libibverbs.so[.1]",
+                               "NCCL INFO NET/Socket : Using [0]ens5 ... [1]roce0 ..."])
+    assert d["transport"] == "socket" and d["ranks"][0]["socket_ifaces"] == ["ens5", "roce0"]
+    code, d = check(tmp_path, [L.info("ip-10-20-3-77", 41, 0, "NET/OFI Forcing AWS OFI ndev 4"),
+                               L.info("ip-10-20-3-77", 41, 0, "NET/OFI Selected Provider is efa*")])
+    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+
+
 def test_numbered_host_names_are_hosts(tmp_path):
     # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
     # apart; only a name with none, `node` or `hostname`, is taken as redacted)
