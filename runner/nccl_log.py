@@ -387,20 +387,18 @@ _OFI_PLUGIN_FAILED = re.compile(
     r"No eligible providers? (?:were|was) found.*(?:[Ff]ail|[Aa]bort))"
 )
 # (Ray's log dedup appends ` [repeated 15x across cluster]` to a line)
-# (a name holds single spaces at most, `AWS Libfabric`: two or more end it, before a note
-# that a doc or blog wrote after the line, `Using network Socket      # <- TCP`)
+# (a name holds single spaces at most, `AWS Libfabric`: two or more end it, and so does a
+# note that a doc or blog wrote after the line, `Using network Socket # Ethernet`, `(TCP)`)
 _USING_NETWORK = re.compile(
     r"^Using (?:network|internal Network) (?P<name>\S+(?: \S+)*?)"
-    r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*)?\s*$")
+    r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*|\s+(?:#|\(|\u2190|<-|//).*)?\s*$")
 _ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
-_P2P_PLUGIN = re.compile(r"^P2P plugin (?P<name>\S+)\s*$")
 _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
 _ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
 _NET_USING = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?Using (?P<rest>.*)")
 _IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(?=[\s;]|$)")
 _IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
 _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b")
-_IB_SIDEBAND = re.compile(r"^NET/IB ?: ?Using interface (?P<iface>\S+) for sideband")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 # (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
@@ -459,8 +457,14 @@ _OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>E
 # aws-ofi-nccl's NVLS version check (`Could not find ncclGetVersion symbol`, a TRACE in later
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
 # libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
+_COLLNET_FALLBACK = "Cannot initialize CollNet"
 _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
+                         # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
+                         r"^NET/IB ?: SHARP coll init error|"
                          r"^Failed to open libibverbs|"
+                         # (a stray connection, an HTTP scrape on NCCL's port: closed, and
+                         # the accept goes on; nccl#1808, nccl#1871)
+                         r"^socketFinalizeAccept: wrong magic|"
                          # ... and the proxy's complaints while communicators are destroyed
                          # (DeepEP#41: after the test ran; `operation Close` is never init)
                          r"^\[Service thread\] (?:Accept failed|Could not receive type from)|"
@@ -934,6 +938,7 @@ class _Proc:
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
         "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
         "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
+        "recover_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -992,6 +997,7 @@ class _Proc:
         self.last_warn: str | None = None
         self.top_seq = -1  # last error chain line from init.cc / group.cc / [Async thread]
         self.warn_seq = -1  # last WARN about the network (err_seq also counts chains)
+        self.recover_seq = -1  # NCCL said it goes on without what failed before (CollNet)
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -1084,12 +1090,9 @@ class _Proc:
             m = _ASSIGNED.match(msg)
             if m:
                 self._strong(m.group("name"), seq)
-        elif c == "P":
-            m = _P2P_PLUGIN.match(msg)
-            if m:
-                kind = _net_kind(m.group("name"))
-                if kind is not None:
-                    self._weak(kind, seq)
+        # (`P2P plugin IBext`: HPC-X's plugin prints it when it loads, before it looks for a
+        # device: no choice, as `Loaded net plugin` is none; nccl#952, where that rank's next
+        # lines were `No device found` and `Using network Socket`)
         elif c == "F":
             if msg.startswith(_ANY_NET_PLUGIN_FAILED):
                 self.fatal_msg, self.fatal_seq = msg[:200], seq
@@ -1199,9 +1202,14 @@ class _Proc:
 
     def _take_warn(self, msg: str, seq: int) -> None:
         self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
-        self.last_warn = msg[:200]
         if _PROBE_WARN.match(msg):
             return
+        if msg.startswith(_COLLNET_FALLBACK):
+            # `Cannot initialize CollNet, using point-to-point network instead`: the SHARP
+            # errors and the chain before it were CollNet's; init goes on (nccl#1050)
+            self.recover_seq = seq
+            return
+        self.last_warn = msg[:200]
         m = _NET_NOT_FOUND.search(msg)
         if m:
             self.not_found = self.not_found or m.group("name").strip() or "(unnamed)"
@@ -1286,10 +1294,9 @@ class _Proc:
                     self._push("ib_devices", d)
                 if devs:
                     self._weak(Transport.IB, seq)
-                else:
-                    s = _IB_SIDEBAND.match(msg)
-                    if s:  # NCCL 2.2-2.3: IB chosen, the interface is only for setup
-                        self._weak(Transport.IB, seq)
+                # (NCCL 2.2-2.3's `NET/IB : Using interface X for sideband communication` comes
+                # before it looks for an HCA, also on hosts with none: `Net/IB: call to
+                # devices() returned 0 devices`, then Socket; no choice, horovod#685, #67)
                 self._take_ips(msg)
             elif _IB_NO_DEVICE.match(msg):
                 self.ib_no_device = True
@@ -1369,8 +1376,9 @@ class _Proc:
             kind = None  # the plugin picked a provider, then gave up
         return kind, None
 
-    def failure(self, selected: Transport | None,
-                single_node: bool = False) -> tuple[str | None, Transport | None]:
+    def failure(self, selected: Transport | None, single_node: bool = False,
+                multi_node: bool = False, collnet_fallback: bool = False
+                ) -> tuple[str | None, Transport | None]:
         """(why init failed, the transport it was trying), or (None, None). On a job that
         stayed on one node, an init that failed with no WARN about the network since the
         choice (a topology search: `graph/paths.cc:82 NCCL WARN Failed to find reverse
@@ -1388,7 +1396,10 @@ class _Proc:
                 _net_kind(self.plugin) if self.plugin else None) or (
                 Transport.OFI if (self.plugin_failed or "").startswith("NET/OFI") else None)
         why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
-        local = single_node and self.warn_seq <= self.sel_seq
+        # (a communicator of one rank, or one on the loopback interface only, connects no
+        # network: nccl-tests#217's `-g 1` on `lo`, whose localhost socket failed)
+        local = single_node and (self.warn_seq <= self.sel_seq or self.nranks == 1 or (
+            bool(self.ips) and all(_loopback(ip) for ip in self.ips)))
         # (a rank that named no network and whose WARN names none failed too when its error
         # chain ran through a network file up to init: NCCL 2.19.3's bootstrap `Message
         # truncated : received 256 bytes instead of 4`, nccl#1176)
@@ -1397,6 +1408,19 @@ class _Proc:
         # WARNs such as `Only EFA provider is supported`) and nothing failed after that: NCCL
         # goes on with its internal transport, a fallback (aws-ofi-nccl#174's one instance)
         gave_up = self.plugin_failed_seq >= max(self.err_seq, self.top_seq, self.sel_seq)
+        # (NCCL went on without CollNet: this rank's errors before it said so were CollNet's;
+        # where another rank said so, a rank with an error chain and no WARN of its own)
+        recovered = 0 <= self.recover_seq >= max(self.err_seq, self.top_seq) or (
+            collnet_fallback and self.last_warn is None and self.err_msg is None)
+        if recovered:
+            return None, None
+        if multi_node and selected is None and self.err_msg is None and self.last_warn \
+                and self.top_seq > self.complete_seq:
+            # a rank of a job across nodes whose init died of a fault that is no network's
+            # (`include/shm.h:42 NCCL WARN Cuda failure`, a chain through init.cc), in a
+            # paste that cut its own network lines: the job failed (pytorch#37325,
+            # horovod#893); what it was trying is what the other ranks chose
+            return self.last_warn, None
         if (selected is not None or self.err_msg or self.err_kind or chained) and not local \
                 and not gave_up:
             # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
@@ -1416,9 +1440,11 @@ class _Proc:
             return _NO_DEVICE_ONLY, Transport.IB
         return None, None
 
-    def report(self, inter_node: bool | None, lf_providers: Iterable[str] = ()) -> RankReport:
+    def report(self, inter_node: bool | None, lf_providers: Iterable[str] = (),
+               collnet_fallback: bool = False) -> RankReport:
         selected, network = self.selection()
-        failure, attempted = self.failure(selected, inter_node is False)
+        failure, attempted = self.failure(selected, inter_node is False, inter_node is True,
+                                          collnet_fallback)
         if failure is not None:
             chosen = Transport.FAILED
         else:
@@ -2483,6 +2509,7 @@ class _Judge:
             p.has_net_evidence and (p.label or not set(p.sources) & real_sources))]
         self.inter_node, self.identities = self._inter_node()
         pid_count = Counter(p.pid for p in self.reportable if p.pid is not None)
+        collnet = any(p.recover_seq >= 0 for p in procs)  # NCCL went on without CollNet
         reports = []
         for p in self.reportable:
             own = p.inter_node()
@@ -2490,7 +2517,7 @@ class _Judge:
                                                             else self.inter_node)
             lf = a._lf_by_pid.get(p.pid, ()) if p.pid is not None and pid_count[p.pid] == 1 \
                 else ()
-            rep = p.report(inter, lf)
+            rep = p.report(inter, lf, collnet)
             reports.append(rep)
             if p.devs and len(p.ranks_seen) > 1 and rep.rank in p.ranks_seen:
                 # One process driving several GPUs holds one rank per GPU: each is a rank of

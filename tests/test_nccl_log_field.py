@@ -876,7 +876,7 @@ def test_a_ring_of_one_rank_is_a_communicator_of_one(tmp_path, ring):
 
 
 @pytest.mark.parametrize("note", ["               # <- the transport: TCP", "  (RoCE)",
-                                  "\t\t\u2190 chosen"])
+                                  "\t\t\u2190 chosen", " # Ethernet", " (TCP)"])
 def test_a_note_written_after_the_network_line(tmp_path, note):
     # a blog's annotated excerpt: the deciding line carries the writer's note after it
     lines = [L.info("trn-lead-0", 1, 0, "NET/IB : No device found.", tid=62),
@@ -923,6 +923,86 @@ def test_doc_excerpts_with_elided_or_starred_values(tmp_path):
     code, d = check(tmp_path, [L.info("ip-10-20-3-77", 41, 0, "NET/OFI Forcing AWS OFI ndev 4"),
                                L.info("ip-10-20-3-77", 41, 0, "NET/OFI Selected Provider is efa*")])
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+
+
+def test_a_rank_that_died_of_a_fault_in_a_job_across_nodes(tmp_path):
+    # pytorch#37325, horovod#893 (NCCL 2.4-2.5 on IB): one rank's init died of a CUDA fault
+    # in shm setup, its chain through init; the paste cut that rank's own network lines.
+    # The job failed, trying what the other ranks chose.
+    streams = job(L.legacy_rank, nccl="2.4.8")
+    h, pid = L.rank_host(2), 40000 + 17 * 2
+    streams[2] = L.warn(h, pid, 2, "Cuda failure 'invalid argument'", where="include/shm.h:42") + [
+        L.info(h, pid, 2, m) for m in ("transport/shm.cu:187 -> 1", "init.cu:658 -> 1",
+                                       "init.cu:804 -> 1", "init.cu:915 -> 1")]
+    code, d = check(tmp_path, L.interleave(streams, 9))
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    # on one node the same fault is no network's (stop 22): none
+    single = [L.info("dgx1", 7, 0, m) for m in ("Using network IB", "comm 0x55aa rank 0 nRanks 2 "
+                                                 "nNodes 1 localRanks 2 localRank 0 MNNVL 0")]
+    single += streams[2]
+    code, d = check(tmp_path, single)
+    assert d["transport"] == "none", d["summary"]
+
+
+def test_lines_printed_before_a_device_is_looked_for_are_no_choice(tmp_path):
+    # NCCL 2.3's sideband line comes before it looks for an HCA (horovod#685: then `0
+    # devices` and Socket); HPC-X's `P2P plugin IBext` when the plugin loads (nccl#952)
+    h = "wks7"
+    socket_rank = [L.info(h, 5120, 0, m) for m in (
+        "NET : Using interface eno1:172.20.3.14<0>", "NET/IB : Using interface eno1 for sideband "
+        "communication", "Net/IB: call to devices() returned 0 devices.", "Using network Socket")]
+    cut_rank = [L.info(h, 5121, 1, m) for m in (
+        "NET : Using interface eno1:172.20.3.14<0>", "NET/IB : Using interface eno1 for sideband "
+        "communication")]
+    code, d = check(tmp_path, socket_rank + cut_rank)
+    assert d["transport"] == "socket" and d["mixed"] is False, d["summary"]
+    plugin_only = [L.info("gpu-c3", 5924, 5, m) for m in (
+        "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so", "P2P plugin IBext")]
+    code, d = check(tmp_path, plugin_only)
+    assert d["transport"] == "none", d["summary"]
+
+
+def test_nccl_going_on_without_collnet_is_no_failure(tmp_path):
+    # nccl#1050: SHARP could not create its job; NCCL says so and goes on point-to-point
+    h = "vmx-41"
+    lines = L.warn(h, 2047, 7, "NET/IB : SHARP coll init error: Cannot create SHARP job(-11)",
+                   where="sharp_plugin.c:320")
+    lines += [L.info(h, 2047, 7, m) for m in ("transport.cc:291 -> 2", "init.cc:670 -> 2")]
+    lines += L.warn(h, 2047, 7, "Cannot initialize CollNet, using point-to-point network instead",
+                    where="transport.cc:323")
+    lines = [L.info(h, 2047, 7, "Using network IBext")] + lines + [
+        L.info(h, 2047, 7, "Channel 00/0 : 7[7] -> 15[7] [send] via NET/IBext/0/GDRDMA")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    # another rank that printed only the chain (its fallback line cut) did not fail either
+    lines += [L.info("vmx-43", 843, 0, m) for m in ("transport.cc:291 -> 2", "init.cc:670 -> 2")]
+    code, d = check(tmp_path, lines)
+    assert "failed" not in {r["transport"] for r in d["ranks"]}, d["summary"]
+
+
+def test_a_stray_connection_rejected_by_the_bootstrap_is_no_failure(tmp_path):
+    # nccl#1808: an HTTP scrape hit NCCL's port ("GET /met" as the magic); NCCL closes it
+    # and accepts again, and the channels went on over IBext
+    h, pid = "gpu-n7", 4711
+    lines = [L.info(h, pid, 0, "Using network IBext_v8")]
+    lines += L.warn(h, pid, 0, "socketFinalizeAccept: wrong magic 2f74656d20544547 != "
+                    "3f7c5a1b9e2d4c08", where="misc/socket.cc:447")
+    lines += [L.info(h, pid, 0, "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/0/GDRDMA")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+
+
+def test_a_failed_socket_on_the_loopback_of_one_rank_is_no_network(tmp_path):
+    # nccl-tests#217 (`-g 1` on `lo`): a localhost socket failed; one rank, no network
+    h, pid = "ws01", 51377
+    lines = [f"#  Rank  0 Group  0 Pid  {pid} on {h} device  0 [0x01] NVIDIA RTX A6000",
+             L.info(h, pid, 0, "NET/Socket : Using [0]lo:127.0.0.1<0>", tid=pid + 10),
+             L.info(h, pid, 0, "Using network Socket", tid=pid + 10)]
+    lines += L.warn(h, pid, 0, "socketProgress: Connection closed by remote peer "
+                    "localhost<41226>", where="misc/socket.cc:50")
+    lines += [L.info(h, pid, 0, "misc/socket.cc:752 -> 6", tid=pid + 9)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and code == 0, d["summary"]
 
 
 def test_numbered_host_names_are_hosts(tmp_path):
