@@ -2549,6 +2549,7 @@ class _Judge:
         real = [p for p in procs if p.real]
         ident: dict[str, set[int]] = {}
         n_procs: Counter[str] = Counter()  # processes per host, rank line printed or not
+        split: set[str] = set()  # hosts whose processes are in different communicators
         unknown = 0
         # (a ring-order line lists every rank: a paste cut before the comm lines still
         # tells the communicator's size)
@@ -2562,7 +2563,10 @@ class _Judge:
             seen = ident.setdefault(key, set())
             n_procs[key] += 1
             if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
-                seen.update(p.ranks_seen or ({p.rank} if p.rank is not None else ()))
+                mine = p.ranks_seen or ({p.rank} if p.rank is not None else set())
+                if mine & seen:  # one rank twice on a host: two communicators of that size
+                    split.add(key)
+                seen.update(mine)
         n_ident = len(ident) + (1 if unknown and not ident else 0)
         if len(ident) == 1 and not unknown and not _one_address(p.ips for p in real):
             # one name at addresses that no process shares: machines of the same name
@@ -2589,14 +2593,22 @@ class _Judge:
             return False, max(n_ident, 1)  # loopback reaches no other host
         # every host named holds the whole communicator: its processes printed every rank,
         # or there are as many of them as ranks (a hung init prints no rank line for some)
+        # (counting processes holds only where they can be one communicator: a per-node file
+        # of a vLLM job, each process `rank 1 nranks 2` of its own pipeline pair, is not)
         whole = bool(ident) and not unknown and bool(world) and all(
-            len(seen) >= world or n_procs[key] >= world for key, seen in ident.items())
+            len(seen) >= world or (n_procs[key] >= world and key not in split)
+            for key, seen in ident.items())
         if any(p.net_channels for p in procs):
             # Channels through the network prove traffic between hosts, unless one host,
             # named in every line and at one address, holds every rank (NCCL_P2P_DISABLE and
             # NCCL_SHM_DISABLE on one node, `mpirun -H localhost:2` in a container). A log
             # of one node of a bigger job lacks ranks, so it stays inter-node.
-            if whole and len(ident) == 1 and all(p.real for p in procs if p.net_channels) \
+            # (the ranks themselves seen, not only as many processes: a per-node file of a
+            # vLLM job holds 8 processes of which one says `rank 1 nranks 2`, its pipeline
+            # pair's other rank on the other node)
+            seen_all = bool(ident) and not unknown and bool(world) and all(
+                len(seen) >= world for seen in ident.values())
+            if seen_all and len(ident) == 1 and all(p.real for p in procs if p.net_channels) \
                     and _one_address(p.ips for p in real):
                 return False, 1
             return True, n_ident

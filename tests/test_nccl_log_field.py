@@ -1005,6 +1005,27 @@ def test_a_failed_socket_on_the_loopback_of_one_rank_is_no_network(tmp_path):
     assert d["transport"] == "none" and code == 0, d["summary"]
 
 
+def test_one_nodes_file_of_pipeline_pairs_across_nodes(tmp_path):
+    # a vLLM job (TP 8 in a node, PP 2 across), one node's file: each process is `rank 1
+    # nranks 2` of its own pipeline pair, whose rank 0 is on the other node. Two rank 1s on
+    # one host are two communicators: the host does not hold a whole one.
+    h = "gpu-w2"
+    lines = []
+    for dev, (pid, comm) in enumerate(((4411, "0x2a7c1150"), (4412, "0x2c9f0a40"))):
+        lines += [L.info(h, pid, dev, m) for m in (
+            "Using network IB",
+            f"ncclCommInitRank comm {comm} rank 1 nranks 2 cudaDev {dev} nvmlDev {dev} busId "
+            f"{dev + 1}00000 commId 0x51e0a9c4d2b7e61{dev} - Init START",
+            f"Channel 00/0 : 0[{dev}] -> 1[{dev}] [receive] via NET/IB/{dev}/GDRDMA",
+            f"Channel 00/0 : 1[{dev}] -> 0[{dev}] [send] via NET/IB/{dev}/GDRDMA")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["inter_node"] is True and code == 0, d["summary"]
+    # ... while ranks 0 and 1 of one communicator on one host, P2P and SHM disabled, stay one
+    lines = [x.replace("rank 1 nranks 2 cudaDev 1", "rank 0 nranks 2 cudaDev 1") for x in lines]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+
+
 def test_numbered_host_names_are_hosts(tmp_path):
     # horovod#492: NCCL 2.2 on node01, node05, node06, node07 (a number tells machines
     # apart; only a name with none, `node` or `hostname`, is taken as redacted)
