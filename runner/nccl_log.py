@@ -228,11 +228,7 @@ _BARE_START = r"(?=[\[ |0-9A-Z>]|nccl|comm 0x|rank )"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
-# (`comm 0x<pointer> rank `, not just `comm 0x`: NCCL_DEBUG_SUBSYS=COLL's lines, most of a
-# long job's log, hold `comm 0x...` mid-line, and hyperscan checked each back to its line's
-# start: two thirds of its scan of such a log. The lines read after `comm 0x` all go on so.)
-_BARE_HEADS = _MSG_HEADS.replace("comm 0x", "comm 0x[0-9a-fA-F]+ rank ", 1) + (
-    r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid[^\S\n]")
+_BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid[^\S\n]"
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
