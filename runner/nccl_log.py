@@ -199,7 +199,7 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # a literal, so the regex engine skips to candidates at C speed (one alternation of all of
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
-_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm 0x|ncclComm|Bootstrap|"
+_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d)|ncclComm|Bootstrap|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -224,7 +224,7 @@ if sys.version_info >= (3, 11):
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[ |0-9A-Z>]|nccl|comm 0x|rank )"
+_BARE_START = r"(?=[\[ |0-9A-Z>]|nccl|comm |rank )"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
@@ -317,7 +317,7 @@ _BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:lin
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
 # Messages recognised even with both the prefix and `NCCL INFO` stripped.
 _BARE_MSG_HEADS = (
-    r"(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm 0x|"
+    r"(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm (?:0x|rank \d)|"
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
     r"P2P plugin )")
@@ -370,10 +370,13 @@ _PLUGIN_MISSING = re.compile(
 )
 _OFI_VERSION = re.compile(r"^NET/OFI (?:Using|Initializing) aws-ofi-[nr]ccl (?P<v>\S+)")
 _LIBFABRIC_VERSION = re.compile(r"^NET/OFI Using Libfabric version (?P<v>\d+\.\d+)")
+# (a doc may align notes with blanks, `is cxi   (found 2 nics)   <- ...`, or join the line
+# to the one before it, `NET/OFI Using aws-ofi-nccl 1.6.0 ... Selected Provider is cxi`)
 _PROVIDER = re.compile(
-    r"^NET/OFI Selected [Pp]rovider is (?P<prov>[^\s,()*]+)\**(?=,| \(found|(?P<end>\s*$))"
-    r"(?:, fabric is (?P<fabric>[^\s,()]+)(?= \(found))?"
-    r"(?: \(found (?P<nics>\d+) nics?\))?"
+    r"^NET/OFI (?:.{0,120}? )?Selected [Pp]rovider is (?P<prov>[^\s,()*]+)\**"
+    r"(?=,|\s+\(found|(?P<end>\s*$))"
+    r"(?:, fabric is (?P<fabric>[^\s,()]+)(?=\s+\(found))?"
+    r"(?:\s+\(found (?P<nics>\d+) nics?\))?"
 )
 _PROVIDER_FILTER = re.compile(r"^NET/OFI Setting provider_filter to (?P<prov>[\w;]+)")
 # aws-ofi-nccl giving up before NCCL picks another network (a fallback, not a failure).
@@ -400,8 +403,8 @@ _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 # (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
 _SOCKET_IFACE_ELIDED = re.compile(r"\[\d+\](?P<iface>[A-Za-z][\w.\-]*)(?=[\s:]|$)")
 _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
-_COMM = re.compile(  # (a guide may elide the pointer: `comm ... rank 0 nranks 1`)
-    r"\bcomm (?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026) rank (?P<rank>\d+) "
+_COMM = re.compile(  # (a guide may elide the pointer, `comm ... rank 0`, or leave it out)
+    r"\bcomm (?:(?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026) )?rank (?P<rank>\d+) "
     r"n[Rr]anks (?P<nranks>\d+)(?=\s)")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
 _NNODES = re.compile(r"\bnNodes (?P<n>\d+)(?=\s)")
@@ -1129,7 +1132,7 @@ class _Proc:
                             if rx.search(m.group("file")):
                                 self.err_kind = kind
                                 break
-        if "comm 0x" in msg or "comm ." in msg or "comm \u2026" in msg:
+        if "comm 0x" in msg or "comm ." in msg or "comm \u2026" in msg or "comm rank " in msg:
             self._take_comm(msg, seq)
         elif "COMPLETE" in msg and _COMPLETE.search(msg):
             self.complete_seq = seq

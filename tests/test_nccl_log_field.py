@@ -923,6 +923,16 @@ def test_doc_excerpts_with_elided_or_starred_values(tmp_path):
     code, d = check(tmp_path, [L.info("ip-10-20-3-77", 41, 0, "NET/OFI Forcing AWS OFI ndev 4"),
                                L.info("ip-10-20-3-77", 41, 0, "NET/OFI Selected Provider is efa*")])
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+    # a lab's notes aligned with blanks, a note that joined two lines (Slingshot)
+    for line in ("NET/OFI Selected provider is cxi   (found 2 nics)     <- the Slingshot NIC",
+                 "NET/OFI Using aws-ofi-nccl 1.6.0-hcopy ... Selected Provider is cxi"):
+        code, d = check(tmp_path, [line, "NCCL INFO Using network AWS Libfabric"])
+        assert (d["transport"], d["provider"]) == ("ofi", "cxi"), (line, d["summary"])
+    # a write-up's comm line with the pointer left out still says one node
+    code, d = check(tmp_path, ["NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.4.7.21<0>",
+                               "comm rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0",
+                               "Channel 00/12 : 0 1 2 3"])
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
 
 
 def test_a_rank_that_died_of_a_fault_in_a_job_across_nodes(tmp_path):
