@@ -200,6 +200,7 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d)|ncclComm|Bootstrap|"
+              r"Init timings|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -937,7 +938,7 @@ class _Proc:
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
         "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
         "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
-        "recover_seq",
+        "recover_seq", "net_chain_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -997,6 +998,7 @@ class _Proc:
         self.top_seq = -1  # last error chain line from init.cc / group.cc / [Async thread]
         self.warn_seq = -1  # last WARN about the network (err_seq also counts chains)
         self.recover_seq = -1  # NCCL said it goes on without what failed before (CollNet)
+        self.net_chain_seq = -1  # last error-chain link through a network file
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -1118,7 +1120,7 @@ class _Proc:
                     self.top_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _NET_CHAIN_FILE.search(m.group("file")):
-                    self.err_seq = seq
+                    self.err_seq = self.net_chain_seq = seq
                     below = self.chain_msg or ""  # the link below this one
                     if self.err_kind is Transport.SOCKET and _BOOTSTRAP_FILE.search(
                             m.group("file")) and "net_socket" not in below \
@@ -1134,7 +1136,8 @@ class _Proc:
                                 break
         if "comm 0x" in msg or "comm ." in msg or "comm \u2026" in msg or "comm rank " in msg:
             self._take_comm(msg, seq)
-        elif "COMPLETE" in msg and _COMPLETE.search(msg):
+        elif ("COMPLETE" in msg and _COMPLETE.search(msg)) or msg.startswith("Init timings"):
+            # (NCCL >= 2.27 prints `Init timings - ncclCommInitRank: ...` once init is done)
             self.complete_seq = seq
         if " set by environment to " in msg:
             m = _ENV_ECHO.match(msg)
@@ -1431,6 +1434,11 @@ class _Proc:
             # a network error after the choice, before init completed (or while setting a
             # connection up), and no channel set up after it
             late_setup = self.setup_seq > self.sel_seq and self.chan_seq < self.setup_seq
+            # ... or on a working link after init whose error NCCL passed up its chain (a
+            # completion error, then `transport/net.cc:1227 -> 6`; a cut paste may stop
+            # there before the progress thread's link): the job failed on it, after init
+            if completed_after and self.net_chain_seq > self.warn_seq > self.complete_seq:
+                return why, selected or self.err_kind
             if self.err_seq > self.sel_seq and (late_setup or not completed_after) \
                     and self.chan_seq < self.err_seq:
                 return why, selected or self.err_kind

@@ -319,13 +319,22 @@ def test_failed_init_of_any_plugin_with_nccl_net_set(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
 
 
-def test_runtime_error_after_init_complete_is_not_an_init_failure(tmp_path):
+def test_runtime_error_after_init_complete_is_a_failure_after_init(tmp_path):
+    # A link that broke while the job ran, its error passed up the chain (a paste may stop at
+    # transport/net.cc, before the progress thread's link): the job failed on IB, after init
+    # (stops 21-23 kept it `ib`; rounds 16 and 19 of real logs showed such jobs dead).
     streams = job(L.ib_rank)
     for r, s in enumerate(streams):
         h, pid = L.rank_host(r), 40000 + 17 * r
         s += L.warn(h, pid, r % 4, "NET/IB : Got completion from peer 10.1.0.2<42> with status=12 "
                     "opcode=0 len=0 vendor err 129 (Recv)", where="transport/net_ib.cc:1696")
         s.append(L.info(h, pid, r % 4, "transport/net.cc:1316 -> 6"))
+    code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    assert all(r["failed_after_init"] for r in d["ranks"])
+    assert "NCCL network failed after init on 8/8 ranks" in d["summary"]
+    # the WARN alone (no chain: a retry NCCL survived, or a cut paste) keeps the link
+    streams = [s[:-1] for s in streams]
     code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
     assert d["transport"] == "ib" and code == 0
     assert all(r["nccl_warnings"] for r in d["ranks"])
@@ -1034,6 +1043,23 @@ def test_one_nodes_file_of_pipeline_pairs_across_nodes(tmp_path):
     lines = [x.replace("rank 1 nranks 2 cudaDev 1", "rank 0 nranks 2 cudaDev 1") for x in lines]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+
+
+def test_init_timings_tell_that_init_was_done(tmp_path):
+    # NCCL >= 2.27 prints `Init timings - ncclCommInitRank: ...` once init is done; a paste
+    # without the Init COMPLETE line (an SGLang write-up) then shows a collective and the
+    # link breaking: failed after init
+    h, pid = "gpn-b7", 385303
+    lines = [L.info(h, pid, 1, m) for m in (
+        "Using network IB",
+        "Init timings - ncclCommInitRank: rank 1 nranks 16 total 1.57 (kernels 0.25, alloc 0.98)",
+        "AllReduce: opCount 0 sendbuff 0x7f67 recvbuff 0x7f67 count 1 datatype 7 op 0 root 0 comm "
+        "0x563d [nranks=16] stream 0x563e")]
+    lines += L.warn(h, pid, 1, "NET/IB: Got completion from peer 10.77.91.63<51161> with status=4 "
+                    "opcode=32614 len=32614 vendor err 81 (Send)", where="transport/net_ib.cc:2453")
+    lines += [L.info(h, pid, 1, "transport/net.cc:1227 -> 6", tid=pid + 1448)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["ranks"][0]["failed_after_init"] is True, d["summary"]
 
 
 def test_numbered_host_names_are_hosts(tmp_path):
