@@ -19,10 +19,8 @@ Python pass. tests/test_fast_scan.py compares the lines both find, and the verdi
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
-import platform
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -96,10 +94,14 @@ def _cpu_flags() -> str:
                     return line.decode("ascii", "replace").strip()
     except OSError:
         pass
+    import platform  # (only when a database is built: 2 ms of every start-up otherwise)
+
     return platform.machine()
 
 
 def _cache_path(patterns: Sequence[bytes]) -> Path:
+    import hashlib
+
     import hyperscan
 
     hs_version = getattr(hyperscan, "__version__", "?")  # importlib.metadata: 30 ms more

@@ -297,14 +297,16 @@ _NCCL_PREFIX = re.compile(
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
 _DEV_NCCL = re.compile(
     r"^\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+# A host name that is no clock (`12:00:01 [0] main.c:12 WARN`): not digits only.
+_HOST_NOT_CLOCK = r"(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d})" % _MAX_HOST
 # A host whose pid and thread were redacted into one field (`node-a7:XXXXXX [5] ibvwrap.c:262
 # NCCL WARN`, nccl#2013) or left out (`gpusrv [0] misc/ibvwrap.cu:269 WARN`, NCCL 2.1 as
 # pasted in horovod#98): read like `[5] ... NCCL WARN`, the host kept. As for _OLD_PREFIX, a
 # WARN without `NCCL` needs a source file, and a host of digits only is a clock.
 _LOOSE_PREFIX = re.compile(
-    r"^(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d})(?::[^\s\[\]`]{1,40})? "
+    r"^" + _HOST_NOT_CLOCK + r"(?::[^\s\[\]`]{1,40})? "
     r"\[(?P<dev>\d+)\] (?:(?P<src>[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+) (?:\([\w:~]+\) )?)?"
-    r"(?:NCCL (?P<level>INFO|WARN|ABORT|TRACE)|(?<=\d )(?P<old>WARN))\b ?" % _MAX_HOST)
+    r"(?:NCCL (?P<level>INFO|WARN|ABORT|TRACE)|(?<=\d )(?P<old>WARN))\b ?")
 # NCCL's level after a prefix that no rule above knows (`[09:14:02] [gpu-x rank 0] NCCL INFO`,
 # `[pod/w-0/main] NCCL INFO`, journald's `host prog[pid]: NCCL INFO`): the prefix, clock times
 # taken out, names the process (the last resort: NCCL's own prefix is gone)
@@ -327,10 +329,10 @@ _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
 # Taken only with a message NCCL writes (INFO) or a source file (WARN), so that a log line
 # that merely looks like `10:00:00 [0] INFO ...` makes no process.
-_OLD_PREFIX = re.compile(  # (a host of digits only is a clock: `12:00:01 [0] main.c:12 WARN`)
-    r"(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+_OLD_PREFIX = re.compile(
+    _HOST_NOT_CLOCK + r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:\S+\.(?:cc|cu|c|h|cpp|cuh):\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
-    r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % (_MAX_HOST, _BARE_MSG_HEADS))
+    r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % _BARE_MSG_HEADS)
 
 # Outer prefixes written by launchers and log exporters, applied repeatedly (they stack).
 _OUTER_PREFIXES = (
@@ -1134,9 +1136,9 @@ class _Proc:
                             if rx.search(m.group("file")):
                                 self.err_kind = kind
                                 break
-        if "comm 0x" in msg or "comm ." in msg or "comm \u2026" in msg or "comm rank " in msg:
+        if "comm " in msg:
             self._take_comm(msg, seq)
-        elif ("COMPLETE" in msg and _COMPLETE.search(msg)) or msg.startswith("Init timings"):
+        if ("COMPLETE" in msg and _COMPLETE.search(msg)) or msg.startswith("Init timings"):
             # (NCCL >= 2.27 prints `Init timings - ncclCommInitRank: ...` once init is done)
             self.complete_seq = seq
         if " set by environment to " in msg:
@@ -1347,15 +1349,11 @@ class _Proc:
     def _take_comm(self, msg: str, seq: int) -> None:
         m = _COMM.search(msg)
         if not m:
-            if "COMPLETE" in msg and _COMPLETE.search(msg):
-                self.complete_seq = seq
             return
         self._rank(int(m.group("rank")), int(m.group("nranks")))
         n = _NNODES.search(msg)
         if n:
             self.nnodes = max(self.nnodes or 0, int(n.group("n")))
-        if "COMPLETE" in msg and _COMPLETE.search(msg):
-            self.complete_seq = seq
 
     # -- classification -------------------------------------------------------------------
     @property
@@ -1378,9 +1376,8 @@ class _Proc:
             kind = None  # the plugin picked a provider, then gave up
         return kind, None
 
-    def failure(self, selected: Transport | None, single_node: bool = False,
-                multi_node: bool = False, collnet_fallback: bool = False
-                ) -> tuple[str | None, Transport | None]:
+    def failure(self, selected: Transport | None, inter_node: bool | None = None,
+                collnet_fallback: bool = False) -> tuple[str | None, Transport | None]:
         """(why init failed, the transport it was trying), or (None, None). On a job that
         stayed on one node, an init that failed with no WARN about the network since the
         choice (a topology search: `graph/paths.cc:82 NCCL WARN Failed to find reverse
@@ -1400,7 +1397,7 @@ class _Proc:
         why = self.err_msg or self.last_warn or self.chain_msg or "NCCL init failed"
         # (a communicator of one rank, or one on the loopback interface only, connects no
         # network: nccl-tests#217's `-g 1` on `lo`, whose localhost socket failed)
-        local = single_node and (self.warn_seq <= self.sel_seq or self.nranks == 1 or (
+        local = inter_node is False and (self.warn_seq <= self.sel_seq or self.nranks == 1 or (
             bool(self.ips) and all(_loopback(ip) for ip in self.ips)))
         # (a rank that named no network and whose WARN names none failed too when its error
         # chain ran through a network file up to init: NCCL 2.19.3's bootstrap `Message
@@ -1416,7 +1413,7 @@ class _Proc:
             collnet_fallback and self.last_warn is None and self.err_msg is None)
         if recovered:
             return None, None
-        if multi_node and selected is None and self.err_msg is None and self.last_warn \
+        if inter_node is True and selected is None and self.err_msg is None and self.last_warn \
                 and self.top_seq > self.complete_seq:
             # a rank of a job across nodes whose init died of a fault that is no network's
             # (`include/shm.h:42 NCCL WARN Cuda failure`, a chain through init.cc), in a
@@ -1450,8 +1447,7 @@ class _Proc:
     def report(self, inter_node: bool | None, lf_providers: Iterable[str] = (),
                collnet_fallback: bool = False) -> RankReport:
         selected, network = self.selection()
-        failure, attempted = self.failure(selected, inter_node is False, inter_node is True,
-                                          collnet_fallback)
+        failure, attempted = self.failure(selected, inter_node, collnet_fallback)
         if failure is not None:
             chosen = Transport.FAILED
         else:
@@ -2177,15 +2173,15 @@ class LogAnalyser:
             level = "WARN" if not labels and _STRIPPED_WARN.match(rest) else "INFO"
             msg = rest
         else:
-            b = _BARE_NCCL.match(rest) or _ANY_PREFIX_NCCL.match(rest)
-            if b and "pre" in b.re.groupindex and _CUT_PREFIX_TAIL.search(b.group("pre")):
-                b = None
-            if b:
-                level, msg = b.group("level"), rest[b.end():]
-                if "pre" in b.re.groupindex:
-                    name = " ".join(_CLOCK.sub(" ", b.group("pre")).split())
-                    if name:
-                        labels = {**labels, "label": (labels.get("label", "") + " " + name).strip()}
+            b = _BARE_NCCL.match(rest)
+            a = None if b else _ANY_PREFIX_NCCL.match(rest)
+            if a and _CUT_PREFIX_TAIL.search(a.group("pre")):
+                a = None
+            if b or a:
+                level, msg = (b or a).group("level"), rest[(b or a).end():]
+                name = " ".join(_CLOCK.sub(" ", a.group("pre")).split()) if a else ""
+                if name:
+                    labels = {**labels, "label": (labels.get("label", "") + " " + name).strip()}
             else:  # only a whole version line is taken after a prefix we do not know
                 v = _PREFIXED_VERSION.search(rest)
                 if not v:
