@@ -200,7 +200,7 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d)|ncclComm|Bootstrap|"
-              r"Init timings|"
+              r"Init timings|CUDA Dev \d+\[\d+\], |"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -284,6 +284,9 @@ def _triggers(line: str) -> bool:
     return False
 
 
+# A colour code whose ESC a paste showed as text or dropped (Ray's dedup suffix: `Using
+# network Socket←[32m [repeated 7x across cluster]←[0m`, `... [32m ...[0m`; vLLM#5405)
+_PASTED_COLOUR = re.compile(r"(?:ESC|\u2190|\^\[)?\[\d{1,3}(?:;\d{1,3})*m")
 _ANSI_BYTES = re.compile(
     rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
@@ -332,6 +335,7 @@ _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 _OLD_PREFIX = re.compile(
     _HOST_NOT_CLOCK + r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:\S+\.(?:cc|cu|c|h|cpp|cuh):\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
+    r"\d+ -> \d+ via |CUDA Dev \d|"
     r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % _BARE_MSG_HEADS)
 
 # Outer prefixes written by launchers and log exporters, applied repeatedly (they stack).
@@ -394,6 +398,11 @@ _OFI_PLUGIN_FAILED = re.compile(
 _USING_NETWORK = re.compile(
     r"^Using (?:network|internal Network) (?P<name>\S+(?: \S+)*?)"
     r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*|\s+(?:#|\(|\u2190|<-|//).*)?\s*$")
+# NCCL 2.3-2.4 (no `Using network` line in 2.4): `CUDA Dev 0[0], IB NIC distance :  PIX`,
+# the name being the chosen network's (ncclNetName()); polyaxon#657, nccl#246, pytorch#22531
+_NIC_DISTANCE = re.compile(r"^CUDA Dev \d+\[\d+\], (?P<name>\S+(?: \S+)*?) NIC distance :")
+# NCCL 2.2 writes a ring's link with no `Ring NN :` before it: `7 -> 8 via NET/Socket/0`
+_BARE_RING = re.compile(r"\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/")
 _ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
 _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
 _ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
@@ -442,6 +451,13 @@ _SETUP_WARN = re.compile(
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to connect|not found|No device|Failed to initialize|initialization failed|"
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
+# ... and errors of a link in use: a request that completed with an error. NCCL does not retry
+# it (the communicator's operations fail), so after Init COMPLETE the job failed on its link,
+# also where the paste ends before the chain (nccl#733, error 12 at 3+ nodes, cut mid-word;
+# aws-ofi-nccl on cxi with every SEND `completed with error`, VNI not found, the job hung)
+_LINK_ERROR = re.compile(
+    r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
+    r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/IB|mlx\d|\bIB\b|verbs|RoCE")
 # Only the socket transport's own WARNs (net_socket.cc: `NET/Socket : ...`) name it. NCCL's
@@ -490,6 +506,10 @@ _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
 _PROXY_ECHO = re.compile(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
+# The transports within a node (a WARN's source, a chain's link), and transport.cc, which
+# passes any transport's error on
+_LOCAL_FILE = re.compile(r"(?:^|/)(?:shm\.h|shmutils\.cc|transport/(?:shm|p2p)\.c[cu]?)$")
+_GENERIC_TRANSPORT_FILE = re.compile(r"(?:^|/)transport\.c[cu]?$")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+)+) *$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
@@ -940,7 +960,8 @@ class _Proc:
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
         "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
         "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
-        "recover_seq", "net_chain_seq",
+        "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
+        "link_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1001,6 +1022,12 @@ class _Proc:
         self.warn_seq = -1  # last WARN about the network (err_seq also counts chains)
         self.recover_seq = -1  # NCCL said it goes on without what failed before (CollNet)
         self.net_chain_seq = -1  # last error-chain link through a network file
+        # NCCL < 2.5: this process's `NET/Socket : Using` line is no bootstrap's (see
+        # _bootstrap_only): it printed `Bootstrap : Using` apart (2.4.8), or found no
+        # libibverbs or had IB disabled, after which sockets are all it has
+        self.socket_is_choice = False
+        self.local_seq = -1  # last WARN or chain link of a transport within a node (shm, p2p)
+        self.link_seq = -1  # last WARN that a working link's request completed with an error
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -1061,8 +1088,11 @@ class _Proc:
         msg = msg.strip()
         if not msg:
             return
+        if msg[-1] == "m" and "[" in msg and _PASTED_COLOUR.search(msg):
+            msg = _PASTED_COLOUR.sub("", msg).strip()
         k = msg.find(" via NET/")
-        if k > 0 and level == "INFO" and (msg.startswith("Channel") or msg.startswith("Ring")):
+        if k > 0 and level == "INFO" and (msg.startswith("Channel") or msg.startswith("Ring")
+                                          or (msg[0].isdigit() and _BARE_RING.match(msg))):
             self._take_channel(msg, k + 9, seq)  # most lines of a big job: keep it short
             return
         if "FI_" in msg:
@@ -1084,6 +1114,10 @@ class _Proc:
             m = _RING_ORDER.match(msg)  # every rank of the communicator, in ring order
             if m:
                 self.ring_ranks = max(self.ring_ranks, len(m.group("ranks").split()))
+        elif c == "C" and msg.startswith("CUDA Dev "):
+            m = _NIC_DISTANCE.match(msg)  # NCCL 2.3-2.4 name the network they chose here
+            if m:
+                self._strong(m.group("name"), seq)
         elif c == "R" and msg.startswith("RCCL version"):
             m = _VERSION.match(msg)
             if m:
@@ -1106,6 +1140,7 @@ class _Proc:
                     self.plugin_failed_seq = seq
         elif c == "B" and msg.startswith("Bootstrap"):
             self._take_ips(msg)
+            self.socket_is_choice = True
         elif c == "r":
             m = _OLD_RANK.match(msg)
             if m:
@@ -1121,6 +1156,12 @@ class _Proc:
                         or "[Progress Thread]" in msg or "[Proxy Thread]" in msg:
                     self.top_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
+                elif _LOCAL_FILE.search(m.group("file")) or (
+                        0 <= self.local_seq >= self.warn_seq
+                        and _GENERIC_TRANSPORT_FILE.search(m.group("file"))):
+                    # shared memory or P2P failed, and transport.cc passed it on: no network's
+                    # error (Paddle#55987's full /dev/shm in a container)
+                    self.local_seq = seq
                 elif _NET_CHAIN_FILE.search(m.group("file")):
                     self.err_seq = self.net_chain_seq = seq
                     below = self.chain_msg or ""  # the link below this one
@@ -1147,6 +1188,8 @@ class _Proc:
                 if self.env is _NO_ENV:
                     self.env = {}
                 self.env[m.group("key")] = m.group("value")[:200]
+                if m.group("key") == "NCCL_IB_DISABLE" and m.group("value").rstrip(". ") == "1":
+                    self.socket_is_choice = True
 
     def _push(self, name: str, value: Any, cap: int = _MAX_ITEMS) -> None:
         """Add to a capped list that exists only once it holds something (most processes
@@ -1201,12 +1244,18 @@ class _Proc:
         m = _FI_PROVIDER_ENV.search(msg)
         if m and not m.group("prov").startswith("^"):
             self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
+        if "FI_EFA_FORK_SAFE environment" in msg:
+            # aws-ofi-nccl (aws-ofi-rccl 1.4 too) set it at init whatever the provider:
+            # `NET/OFI Setting FI_EFA_FORK_SAFE environment variable to 1` on LUMI's cxi
+            return
         for m in _FI_PROV_PREFIX.finditer(msg):
             self._push("named_providers", m.group("p").lower(), 4)
 
     def _take_warn(self, msg: str, seq: int) -> None:
         self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
         if _PROBE_WARN.match(msg):
+            if msg.startswith("Failed to open libibverbs"):
+                self.socket_is_choice = True
             return
         if msg.startswith(_COLLNET_FALLBACK):
             # `Cannot initialize CollNet, using point-to-point network instead`: the SHARP
@@ -1250,6 +1299,8 @@ class _Proc:
                 self.err_kind = kind or self.err_kind
             if _SETUP_WARN.search(msg):
                 self.setup_seq = seq
+            if _LINK_ERROR.search(msg):
+                self.link_seq = seq
 
     def _take_n(self, msg: str, seq: int) -> None:
         if msg.startswith("NCCL version"):
@@ -1413,6 +1464,12 @@ class _Proc:
             collnet_fallback and self.last_warn is None and self.err_msg is None)
         if recovered:
             return None, None
+        if 0 <= self.local_seq >= max(self.err_seq, self.warn_seq, self.complete_seq) \
+                and not local and inter_node is not False:
+            # shared memory or P2P setup failed (a full /dev/shm: `include/shm.h:48 NCCL WARN
+            # Error while creating shared memory segment`, then `transport/shm.cc:101 -> 2`,
+            # `transport.cc:30 -> 2`): the job failed, on no network (Paddle#55987)
+            return self.last_warn or self.chain_msg or "NCCL init failed", None
         if inter_node is True and selected is None and self.err_msg is None and self.last_warn \
                 and self.top_seq > self.complete_seq:
             # a rank of a job across nodes whose init died of a fault that is no network's
@@ -1435,6 +1492,9 @@ class _Proc:
             # completion error, then `transport/net.cc:1227 -> 6`; a cut paste may stop
             # there before the progress thread's link): the job failed on it, after init
             if completed_after and self.net_chain_seq > self.warn_seq > self.complete_seq:
+                return why, selected or self.err_kind
+            # ... or not passed up in the lines we have (a cut paste, a hung job)
+            if completed_after and self.link_seq > self.complete_seq:
                 return why, selected or self.err_kind
             if self.err_seq > self.sel_seq and (late_setup or not completed_after) \
                     and self.chan_seq < self.err_seq:
@@ -2150,6 +2210,9 @@ class LogAnalyser:
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
             where = m.groupdict().get("src")  # (_OLD_PREFIX has none)
+            if where and m.group("level") == "WARN" and _LOCAL_FILE.search(
+                    where.split(":", 1)[0]):
+                proc.local_seq = proc.lines
             if where and m.group("level") == "WARN" and _INIT_FAULT.match(msg) \
                     and _TOP_CHAIN_FILE.search(where.split(":", 1)[0]):
                 # `init.cc:263 NCCL WARN Cuda failure 'initialization error'`: init itself
@@ -2452,14 +2515,16 @@ def _bootstrap_only(procs: list[_Proc]) -> list[_Proc]:
     """NCCL 2.3-2.4's bootstrap uses the socket transport, so every rank prints `NET/Socket :
     Using [0]ib0:...` before it loads a net plugin or looks for IB devices. A rank of such
     a job with no IB line after it (a paste cut before its `NET/IB : Using` line) chose no
-    network yet; after `NET/IB : No device found` the socket it found is what it uses."""
+    network yet; after `NET/IB : No device found` the socket it found is what it uses, as
+    it is after `Failed to open libibverbs.so` or where the bootstrap printed its own
+    `Bootstrap : Using` line (NCCL 2.4.7-2.4.8: fairseq#2329, NVIDIA/nccl#257)."""
     version = _most_common((p.nccl_version for p in procs), key=_version_tuple)
     if not version or _version_tuple(version) >= (2, 5):
         return procs
     out = []
     for p in procs:
         if p.weak_kind is Transport.SOCKET and not p.ib_no_device and not p.nets \
-                and not p.via_nets:
+                and not p.via_nets and not p.socket_is_choice:
             p = p.copy()  # the analyser's own state stays as it was (more lines may come)
             p.weak_kind, p.weak_seq, p.sel_seq = None, -1, -1
         out.append(p)

@@ -145,6 +145,71 @@ def test_nccl_2_4_bootstrap_socket_line_is_no_choice(tmp_path):
     assert d["transport"] == "socket", d["summary"]
 
 
+@pytest.mark.parametrize("why", ["libibverbs", "ib-disabled", "bootstrap-only"])
+def test_nccl_2_4_8_socket_line_after_its_own_bootstrap_line_is_the_choice(tmp_path, why):
+    # NCCL 2.4.8 prints its bootstrap's own `Bootstrap : Using` line; the `NET/Socket :
+    # Using` after it is the transport, here because libibverbs is missing from the image
+    # (a WARN NCCL goes on after) or IB was disabled (fairseq#2329, a paste cut before the
+    # ring lines, no `Using network` line in 2.4)
+    def rank(h, pid, ip):
+        msgs = [f"Bootstrap : Using [0]eth0:{ip}<0> [1]docker0:172.17.0.1<0>",
+                "NET/Plugin : No plugin found (libnccl-net.so)."]
+        warn = []
+        if why == "libibverbs":
+            warn = [f"{h}:{pid}:{pid} [0] misc/ibvwrap.cc:63 NCCL WARN "
+                    "Failed to open libibverbs.so[.1]"]
+        elif why == "ib-disabled":
+            msgs.append("NCCL_IB_DISABLE set by environment to 1.")
+        return [L.info(h, pid, 0, m, tid=pid) for m in msgs] + warn + [
+            L.info(h, pid, 0, f"NET/Socket : Using [0]eth0:{ip}<0> [1]docker0:172.17.0.1<0>",
+                   tid=pid)]
+
+    lines = ["NCCL version 2.4.8+cuda10.1", *rank("gpu-a17", 5359, "10.8.0.17"),
+             *rank("gpu-a18", 6120, "10.8.0.18")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["attempted"] is None and code == 0, d["summary"]
+    assert [r["transport"] for r in d["ranks"]] == ["socket", "socket"]
+    # without its own bootstrap line, 2.4's first NET/Socket line is still the bootstrap's
+    # (the test above); the WARN or NCCL_IB_DISABLE alone say IB cannot be had: sockets
+    no_boot = [x for x in lines if "Bootstrap :" not in x]
+    code, d = check(tmp_path, no_boot)
+    assert d["transport"] == ("none" if why == "bootstrap-only" else "socket"), d["summary"]
+
+
+@pytest.mark.parametrize("net,want", [("Socket", "socket"), ("IB", "ib"),
+                                      ("AWS Libfabric", "ofi")])
+def test_nccl_2_4_names_its_network_in_the_nic_distance_line(tmp_path, net, want):
+    # NCCL 2.3-2.4 print no `Using network` line after 2.3; `CUDA Dev 0[0], Socket NIC
+    # distance :  SYS` names the network chosen (polyaxon#657, an MPIJob of 4 pods cut to
+    # these lines under an Open MPI tag; nccl#246 with IB)
+    lines = []
+    for r, (h, pid) in enumerate((("plx-run-master-0", 22), ("plx-run-worker-0", 28),
+                                  ("plx-run-worker-1", 31))):
+        lines.append(f"[1,{r}]<stdout>:" + L.info(h, pid, 0, "NCCL version 2.4.2+cuda10.0")
+                     if r == 0 else "")
+        lines.append(f"[1,{r}]<stdout>:" + L.info(h, pid, 0, f"CUDA Dev 0[0], {net} NIC "
+                                                    "distance :  SYS", tid=pid + 8))
+    code, d = check(tmp_path, [x for x in lines if x])
+    assert d["transport"] == want and d["nodes"] == 3, d["summary"]
+    assert [r["network"] for r in d["ranks"]] == [net] * 3
+
+
+def test_nccl_2_2_ring_link_without_ring_number_crosses_nodes(tmp_path):
+    # NCCL 2.2 writes a ring's link as `7 -> 8 via NET/Socket/0` (no `Ring 00 :`, and no
+    # `NCCL` before INFO: Paddle#14109): a channel line, so traffic crossed nodes
+    h, pid = "yq01-gpu-ab0034", 890
+    lines = [f"{h}:{pid}:{pid} [0] INFO NET : Using interface xgbe0:10.63.2.14<0>",
+             f"{h}:{pid}:{pid} [0] INFO Using internal Network Socket",
+             f"{h}:{pid}:1081 [0] INFO 7 -> 8 via NET/Socket/0",
+             f"{h}:{pid}:1081 [0] INFO 15 -> 0 via NET/Socket/0"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["inter_node"] is True, d["summary"]
+    assert d["ranks"][0]["net_channels"] == 2
+    # the link lines alone name the network (IB here)
+    code, d = check(tmp_path, [x.replace("Socket", "IB") for x in lines[2:]])
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+
+
 # --------------------------------------------------------------------------------------------
 # Other plugins: IBext/SHARP is IB, FastSocket is a socket transport, UCX is verbs
 
@@ -319,6 +384,36 @@ def test_failed_init_of_any_plugin_with_nccl_net_set(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
 
 
+@pytest.mark.parametrize("wording", ["shm.h", "shmutils.cc"])
+def test_a_full_dev_shm_is_no_network_failure(tmp_path, wording):
+    # Paddle#55987 (NCCL 2.8.4 in a container with Docker's 64 MB /dev/shm), kserve#3791
+    # (shmutils.cc): creating the shared memory segment failed, and transport.cc passed it
+    # on. The job failed; no network was being tried, whatever `Using network` said.
+    h, pid = "196d1db4e5fe", 15374
+    if wording == "shm.h":
+        bad = L.warn(h, pid, 3, "Error while creating shared memory segment nccl-shm-recv-"
+                     "a6fd15028d324d0c-0-3-0 (size 9637888)", where="include/shm.h:48")
+        chain = ["transport/shm.cc:101 -> 2", "transport.cc:30 -> 2"]
+    else:
+        bad = L.warn(h, pid, 3, "Error: failed to extend /dev/shm/nccl-H1dBqY to 9637892 bytes",
+                     where="misc/shmutils.cc:72")
+        chain = ["transport/shm.cc:114 -> 2", "transport.cc:33 -> 2", "init.cc:1026 -> 2"]
+    lines = [L.info(h, pid, 3, "Using network Socket"), *bad,
+             *[L.info(h, pid, 3, c) for c in chain]]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
+    # ... also after `Using network IB`
+    code, d = check(tmp_path, [x.replace("network Socket", "network IB") for x in lines])
+    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    # while a network's error passed on by transport.cc is still the network's
+    net = L.warn(h, pid, 3, "Call to ibv_create_cq failed", where="transport/net_ib.cc:402")
+    lines = [L.info(h, pid, 3, "Using network IB"), *net,
+             *[L.info(h, pid, 3, c) for c in ("transport/net_ib.cc:640 -> 2",
+                                               "transport.cc:30 -> 2")]]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
 def test_runtime_error_after_init_complete_is_a_failure_after_init(tmp_path):
     # A link that broke while the job ran, its error passed up the chain (a paste may stop at
     # transport/net.cc, before the progress thread's link): the job failed on IB, after init
@@ -333,10 +428,19 @@ def test_runtime_error_after_init_complete_is_a_failure_after_init(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
     assert all(r["failed_after_init"] for r in d["ranks"])
     assert "NCCL network failed after init on 8/8 ranks" in d["summary"]
-    # the WARN alone (no chain: a retry NCCL survived, or a cut paste) keeps the link
+    # the WARN alone (a cut paste, a hung job: NCCL retries no request that completed with
+    # an error) fails it too (stop 24 kept the link; round 20 of real logs: nccl#733)
     streams = [s[:-1] for s in streams]
     code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
-    assert d["transport"] == "ib" and code == 0
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    assert all(r["failed_after_init"] for r in d["ranks"])
+    # ... and a WARN of a running job that is no completion error (an async event) does not
+    streams = [s[:-1] + L.warn(L.rank_host(r), 40000 + 17 * r, r % 4,
+                               "NET/IB : Got async event : GID table change",
+                               where="transport/net_ib.cc:84")
+               for r, s in enumerate(streams)]
+    code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and code == 0, d["summary"]
     assert all(r["nccl_warnings"] for r in d["ranks"])
 
 
@@ -433,12 +537,30 @@ def test_a_net_ib_warning_shows_ib_in_use_without_a_selection_line(tmp_path):
                         "with error 4, opcode 5327, len 5327, vendor err 81 (Recv)",
                         where="ib_plugin.c:1105")
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "ib" and code == 0, d["summary"]
+    # (the link failed: after Init COMPLETE, NCCL retries no request that completed with
+    # an error)
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
     # a selection line still wins over it
     lines.append(L.info("tarn1", 31000, 0, "Using network Socket"))
     lines.append(L.info("tarn2", 31002, 0, "Using network Socket"))
     code, d = check(tmp_path, lines)
     assert d["transport"] == "socket", d["summary"]
+
+
+@pytest.mark.parametrize("esc", ["ESC", "\u2190", "", "^["])
+def test_a_colour_code_pasted_as_text_is_not_part_of_the_network_name(tmp_path, esc):
+    # Ray's dedup suffix in green, its ESC shown as text (`ESC`, Windows' `\u2190`, `^[`) or
+    # dropped (vLLM#5405, #11139): `Using network Socket[32m [repeated 7x across cluster][0m`
+    lines = []
+    for r, h in enumerate(("vllm-0-0", "vllm-0-1")):
+        pid = 194 + r
+        pre = f"(RayWorkerWrapper pid={pid}, ip=10.0.130.{20 + r}) "
+        lines += [pre + L.info(h, pid, 0, m) for m in (
+            f"Using network Socket{esc}[32m [repeated 7x across cluster]{esc}[0m",
+            f"comm 0x2c7cef6{r} rank {8 * r} nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["inter_node"] is True, d["summary"]
+    assert "unknown-network" not in {w["code"] for w in d["warnings"]}
 
 
 def test_ray_dedup_suffix_is_not_part_of_the_network_name(tmp_path):
@@ -1110,10 +1232,12 @@ def test_a_link_that_breaks_at_the_first_collective_fails_the_job(tmp_path, thre
     assert bad["host"] == h and bad["failed_after_init"] is True
     assert d["summary"].startswith("fabrikit: ERROR NCCL network failed after init on 1/8 ranks")
     assert "(on ib)" in d["summary"]
-    # the same WARN with no chain (a retry NCCL survived, or a cut paste) keeps the link
+    # the same WARN with no chain (a cut paste: NCCL retries no request that completed with
+    # an error) fails it too
     streams[4] = streams[4][:-3]
     code, d = check(tmp_path, L.interleave(streams, 8))
-    assert d["transport"] == "ib", d["summary"]
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert [r["failed_after_init"] for r in d["ranks"]].count(True) == 1
 
 
 def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
@@ -1239,7 +1363,8 @@ def test_a_warn_whose_message_was_wrapped_onto_indented_lines(tmp_path):
         failures.append(d["ranks"][0]["failure"])
     assert failures == ["NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"] * 2
     # the same for a request that completed with an error: before Init COMPLETE it failed
-    # the rank; after it, it is an error of a running job, which keeps its transport
+    # the rank; after it, the link failed under a running job (a debugging note's cxi job,
+    # VNI not found: every SEND completed with error, the job hung): failed after init
     wrapped = warn("NET/OFI Request 0x400aa7dd3b98 completed with error.",
                    "RC: 107. Error: Inappropriate ioctl for device.")
     code, d = check(tmp_path, head + wrapped)
@@ -1249,7 +1374,9 @@ def test_a_warn_whose_message_was_wrapped_onto_indented_lines(tmp_path):
         "ioctl for device."]
     done = [L.info(h, pid, 0, "ncclCommInitRank \u2026 rank 0 nranks 2 \u2026 Init COMPLETE")]
     code, d = check(tmp_path, head + done + wrapped)
-    assert (d["transport"], d["provider"]) == ("ofi", "cxi"), d["summary"]
+    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "cxi"), \
+        d["summary"]
+    assert d["ranks"][0]["failed_after_init"] is True
 
 
 def test_a_paste_stripped_of_prefix_and_level_keeps_the_plugins_errors(tmp_path):
@@ -1651,12 +1778,20 @@ def test_provider_from_fi_settings_and_old_libfabric_lines(tmp_path, echo, want)
 
 
 def test_plugin_sets_fi_efa_variables(tmp_path):
+    # aws-ofi-nccl's EFA settings name the provider ...
     streams = job(L.ofi_cxi_rank)
-    streams = [[x.replace("NET/OFI Selected Provider is cxi (found 8 nics)",
-                          "NET/OFI Setting FI_EFA_FORK_SAFE environment variable to 1")
-                for x in s] for s in streams]
-    code, d = check(tmp_path, L.interleave(streams, 2))
+    efa = [[x.replace("NET/OFI Selected Provider is cxi (found 8 nics)",
+                      "NET/OFI Setting FI_EFA_USE_DEVICE_RDMA environment variable to 1")
+            for x in s] for s in streams]
+    code, d = check(tmp_path, L.interleave(efa, 2))
     assert d["provider"] == "efa" and all(r["provider"] == "efa" for r in d["ranks"])
+    # ... but not FI_EFA_FORK_SAFE, which old plugins (aws-ofi-rccl 1.4 on LUMI's cxi) set
+    # whatever the provider
+    fork = [[x.replace("NET/OFI Selected Provider is cxi (found 8 nics)",
+                       "NET/OFI Setting FI_EFA_FORK_SAFE environment variable to 1")
+             for x in s] for s in streams]
+    code, d = check(tmp_path, L.interleave(fork, 2))
+    assert d["transport"] == "ofi" and d["provider"] is None, d["summary"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1821,6 +1956,25 @@ def _pasted_warns() -> list[str]:
     return lines
 
 
+def _round_20() -> list[str]:
+    """Round 20's shapes one after the other: 2.4.8's own bootstrap line, 2.4's NIC distance
+    line, 2.2's bare ring link, a colour code pasted as text, a full /dev/shm, the plugin's
+    FI_EFA_FORK_SAFE line."""
+    lines = ["NCCL version 2.4.8+cuda10.1"]
+    lines += [L.info("gpu-a17", 5359, 0, m) for m in (
+        "Bootstrap : Using [0]eth0:10.8.0.17<0>", "NET/Socket : Using [0]eth0:10.8.0.17<0>",
+        "CUDA Dev 0[0], Socket NIC distance :  SYS")]
+    lines += ["yq01-b34:890:1081 [0] INFO 7 -> 8 via NET/Socket/0",
+              "(RayWorkerWrapper pid=194, ip=10.0.1.2) vllm-0-1:194:194 [0] NCCL INFO Using "
+              "network Socket\u2190[32m [repeated 7x across cluster]\u2190[0m",
+              L.info("lumi-g1", 77, 0, "NET/OFI Setting FI_EFA_FORK_SAFE environment variable to 1")]
+    lines += L.warn("c0ffee", 15374, 3, "Error while creating shared memory segment x (size 9)",
+                    where="include/shm.h:48")
+    lines += [L.info("c0ffee", 15374, 3, c) for c in ("transport/shm.cc:101 -> 2",
+                                                      "transport.cc:30 -> 2")]
+    return lines
+
+
 CASES = {
     "pasted-warns": _pasted_warns,
     "legacy-ofi-cloudwatch": lambda: L.cloudwatch(L.interleave(
@@ -1830,6 +1984,7 @@ CASES = {
     "single": lambda: L.interleave(L.single_host_job(one_process=True), 4),
     "rccl": lambda: L.interleave(L.job(L.rccl_rank, nodes=2, gpn=8, new_banner=True), 5),
     "spliced": lambda: L.cut_merge(L.interleave(job(L.ofi_cxi_rank), 6), 6, rate=0.1),
+    "round-20": _round_20,
 }
 
 
