@@ -1292,14 +1292,17 @@ class _Proc:
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
             # proxy's `Socket recv failed`), not the transport that was tried, nor the cause
+            link = _LINK_ERROR.search(msg)
+            # (... and a link's later completion errors follow from its first: IB's error 12,
+            # retry exceeded, then status 5, flushed, for every request still queued)
             if not ((kind is Transport.SOCKET or kind is None and _SOCKET_WORD.search(msg))
                     and self.err_kind in (Transport.IB, Transport.OFI)) \
-                    and not (echo and self.err_msg):
+                    and not (echo and self.err_msg) and not (link and self.link_seq >= 0):
                 self.err_msg = msg[:200]
                 self.err_kind = kind or self.err_kind
             if _SETUP_WARN.search(msg):
                 self.setup_seq = seq
-            if _LINK_ERROR.search(msg):
+            if link:
                 self.link_seq = seq
 
     def _take_n(self, msg: str, seq: int) -> None:

@@ -384,6 +384,21 @@ def test_failed_init_of_any_plugin_with_nccl_net_set(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
 
 
+def test_a_links_first_completion_error_is_the_cause(tmp_path):
+    # DeepSpeed#6875: error 12 (retry exceeded), then status 5 (flushed) for each request
+    # still queued; the first names the cause
+    h, pid = "dgx-07", 3391
+    lines = [L.info(h, pid, 0, "Using network IB"),
+             L.info(h, pid, 0, "comm 0x5e1 rank 1 nranks 16 cudaDev 0 busId 1b000 - Init COMPLETE")]
+    for status in (12, 5, 5):
+        lines += L.warn(h, pid, 0, f"NET/IB: Got completion from peer 10.0.1.23<47140> with "
+                        f"status={status} opcode=0 len=0 vendor err 129 (Recv) hca ibp152s0",
+                        where="transport/net_ib.cc:1736")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert "status=12" in d["ranks"][0]["failure"] and "status=12" in d["summary"]
+
+
 @pytest.mark.parametrize("wording", ["shm.h", "shmutils.cc"])
 def test_a_full_dev_shm_is_no_network_failure(tmp_path, wording):
     # Paddle#55987 (NCCL 2.8.4 in a container with Docker's 64 MB /dev/shm), kserve#3791
