@@ -210,6 +210,49 @@ def test_nccl_2_2_ring_link_without_ring_number_crosses_nodes(tmp_path):
     assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
 
 
+@pytest.mark.parametrize("net", ["gIB", "SPCX"])
+def test_google_gib_and_spectrum_x_plugins_are_ib(tmp_path, net):
+    # Google's gIB plugin (A3 Ultra, A4: RoCE through "the gIB (InfiniBand) plugin") and
+    # NVIDIA's Spectrum-X plugin print NCCL's IB lines under their own name; GKE runs read
+    # `none` with an unknown network
+    lines = []
+    for r, (h, pid) in enumerate((("gke-a4-w-684r7", 3704), ("gke-a4-w-9kq2c", 3711))):
+        lines += [L.info(h, pid, 0, m) for m in (
+            f"Initialized NET plugin {net}",
+            f"NET/{net} : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.52.{2 + r}.7<0>",
+            f"Using network {net}",
+            f"Channel 00/0 : {1 - r}[0] -> {r}[0] [receive] via NET/{net}/0(0)/GDRDMA")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["inter_node"] is True and code == 0, d["summary"]
+    assert all(r["ib_devices"] == ["mlx5_0:1", "mlx5_1:1"] for r in d["ranks"])
+    # its completion error is IB's
+    h, pid = "gke-a4-w-684r7", 3704
+    code, d = check(tmp_path, L.warn(h, pid, 0, f"NET/{net} : Got completion from peer "
+                                     "192.168.0.9<55224> with status=12 opcode=0 len=0 vendor err "
+                                     "129 (Recv)", where="net_ib.cc:1736"))
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    # a paste that kept only its GPUDirect line names IB too
+    code, d = check(tmp_path, [L.info(h, pid, 5, f"NET/{net} : GPU Direct RDMA Enabled for "
+                                              "HCA 0 'mlx5_0'")])
+    assert d["selected"] == "ib", d["summary"]
+
+
+def test_a_tcp_plugins_warn_names_its_transport(tmp_path):
+    # GPUDirect-TCPX's progress WARN names its function, not a file (nccl#1652: the job
+    # works, the first start-up is slow): the plugin carried the job, over TCP
+    lines = []
+    for h, pid, nic, ip in (("a3-w1", 771, "enp12s0", "172.16.0.11"),
+                            ("a3-w2", 802, "enp134s0", "172.16.0.49")):
+        lines += L.warn(h, pid, 0, f"0xadca8062b70:0xadca805d0f0, nic 0, {nic}, {ip}<39187><-"
+                        "172.16.0.95<46723> rx rx ctrl timeout cnt 7331502, nanos 10000000585",
+                        where="tcpxResult_t tcpxCommProgress(tcpxComm*):1231")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["attempted"] is None and code == 0, d["summary"]
+    # ... also with only `[dev]` before it
+    code, d = check(tmp_path, [x[x.index("[0]"):] if x else x for x in lines])
+    assert d["transport"] == "socket", d["summary"]
+
+
 # --------------------------------------------------------------------------------------------
 # Other plugins: IBext/SHARP is IB, FastSocket is a socket transport, UCX is verbs
 
@@ -382,6 +425,73 @@ def test_failed_init_of_any_plugin_with_nccl_net_set(tmp_path):
                   L.info(h, pid, 0, "init.cc:1300 -> 5")]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1
+
+
+@pytest.mark.parametrize("err", ["unhandled system error",
+                                 "remote process exited or there was a network error / "])
+def test_nccl_tests_failure_line_after_network_channels_fails_the_job(tmp_path, err):
+    # nccl-tests#36: rings over NET/IB/GDRDMA between two hosts, then nccl-tests' own
+    # `HOST: Test NCCL failure common.cu:345 'unhandled system error'` on both, no WARN in
+    # the paste; the maintainer: "we're back at the IB communication problem"
+    lines = []
+    for r, h in enumerate(("nc24-a", "nc24-b")):
+        lines += [f"#  Rank  {r} Group  0 Pid  {1170 + r} on     {h} device  0 [0x00] Tesla V100"]
+        lines += [L.info(h, 1170 + r, 0, m) for m in (
+            f"NET/IB : Using [0]mlx4_0:1/IB ; OOB eth0:10.0.0.{4 + r}<0>",
+            f"Ring 00 : {1 - r} -> {r} [receive] via NET/IB/0/GDRDMA",
+            f"Ring 00 : {r} -> {1 - r} [send] via NET/IB/0/GDRDMA")]
+    good = list(lines)
+    lines += [f"{h}: Test NCCL failure common.cu:345 '{err}'" for h in ("nc24-a", "nc24-b")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    assert [r["transport"] for r in d["ranks"]] == ["failed", "failed"]
+    # an error that is no network's ('invalid usage'), or one node's run, keeps the verdict
+    code, d = check(tmp_path, good + ["nc24-a: Test NCCL failure common.cu:345 'invalid usage'"])
+    assert d["transport"] == "ib", d["summary"]
+    one = [x.replace("nc24-b", "nc24-a").replace("10.0.0.5", "10.0.0.4") for x in lines]
+    code, d = check(tmp_path, one)
+    assert d["transport"] == "none", d["summary"]
+
+
+def test_one_process_driving_every_gpu_over_its_nic_stays_on_one_node(tmp_path):
+    # nccl#707: one process drives 4 GPUs (`-g 4`) and its rings go through the host's NICs
+    # (`via NET/IB/x/GDRDMA`, P2P unused): every link joins two of its own ranks, 0-3
+    h, pid = "10-90-43-152", 120890
+    lines = [L.info(h, pid, d, m) for d in range(4) for m in (
+        f"NET/IB : Using [0]mlx5_8:1/IB [1]mlx5_9:1/IB ; OOB eth0:10.90.43.152<0>",
+        f"Channel 00 : {d}[{d}] -> {(d + 1) % 4}[{(d + 1) % 4}] [send] via NET/IB/{d}/GDRDMA",
+        f"Channel 00 : {(d + 3) % 4}[{(d + 3) % 4}] -> {d}[{d}] [receive] via NET/IB/{d}/GDRDMA")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["selected"] == "ib" and code == 0, d["summary"]
+    # the same process in a job of two such nodes links to ranks 4-7 of the other one
+    far = [x.replace("-> 1[1]", "-> 4[0]").replace("3[3] -> 0[0]", "7[3] -> 0[0]")
+           for x in lines]
+    code, d = check(tmp_path, far)
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+
+
+def test_a_topology_failure_before_any_network_fails_the_job(tmp_path):
+    # aws-ofi-nccl#476 (p5): the topology file lacks `arch`; init dies before a network is
+    # chosen, and nothing says the job stayed on one node: failed, nothing attempted
+    h, pid = "p5-st-1", 60112
+    lines = [L.info(h, pid, 0, "NCCL version 2.18.5+cuda12.2"),
+             *L.warn(h, pid, 0, "Attribute arch of node cpu not found", where="graph/xml.h:101"),
+             *[L.info(h, pid, 0, c) for c in ("graph/xml.cc:594 -> 3", "graph/topo.cc:692 -> 3",
+                                              "init.cc:880 -> 3", "group.cc:95 -> 3")]]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
+
+
+def test_a_one_node_run_cut_after_no_ib_device_is_no_failure(tmp_path):
+    # an nccl-tests `-g 2` run on one host (its rank table says so) whose paste ends at
+    # `NET/IB : No device found.`: a network was never to be used
+    h, pid = "llm207", 149
+    lines = [f"#  Rank  {r} Group  0 Pid    {pid} on     {h} device  {r} [0x5{6 + r}] A100"
+             for r in range(2)]
+    lines += [L.info(h, pid, 0, m) for m in ("Bootstrap : Using eno1:172.17.120.207<0>",
+                                             "NET/IB : No device found.")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and code == 0, d["summary"]
 
 
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
@@ -1990,6 +2100,19 @@ def _round_20() -> list[str]:
     return lines
 
 
+def _round_21() -> list[str]:
+    """Round 21's shapes: gIB's lines, a TCPX WARN, nccl-tests' failure line, a GPUDirect
+    line alone."""
+    lines = [L.info("gke-w-1", 3704, 0, m) for m in (
+        "NET/gIB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.52.2.7<0>", "Using network gIB",
+        "Channel 00/0 : 1[0] -> 0[0] [receive] via NET/gIB/0(0)/GDRDMA")]
+    lines += L.warn("a3-w1", 771, 0, "nic 0, enp12s0, 172.16.0.11<3><-172.16.0.95<4> rx ctrl "
+                    "timeout", where="tcpxResult_t tcpxCommProgress(tcpxComm*):1231")
+    lines += ["gke-w-1: Test NCCL failure common.cu:345 'unhandled system error'",
+              L.info("gke-w-2", 3711, 5, "NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'")]
+    return lines
+
+
 CASES = {
     "pasted-warns": _pasted_warns,
     "legacy-ofi-cloudwatch": lambda: L.cloudwatch(L.interleave(
@@ -2000,6 +2123,7 @@ CASES = {
     "rccl": lambda: L.interleave(L.job(L.rccl_rank, nodes=2, gpn=8, new_banner=True), 5),
     "spliced": lambda: L.cut_merge(L.interleave(job(L.ofi_cxi_rank), 6), 6, rate=0.1),
     "round-20": _round_20,
+    "round-21": _round_21,
 }
 
 
