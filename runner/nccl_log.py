@@ -50,8 +50,8 @@ Design:
   communicator; else host names (unless redacted), bootstrap addresses and communicator
   coverage. A job whose communicators all live on one host gets transport `none`.
 - Tolerant: ANSI colours, CR/CRLF, NUL and non-UTF-8 bytes, lines that two writers spliced
-  (`...Using netnode2:7:7 [1] NCCL INFO ...`: the cut first part is dropped), truncated last
-  lines. A value is only taken when the text after it shows it is complete.
+  (`...Using netnode2:7:7 [1] NCCL INFO ...`: the cut first part is dropped), one process's
+  records joined by blanks (a quote-reply of a rendered paste), truncated last lines. A value is only taken when the text after it shows it is complete.
 - Deterministic: the verdict depends only on each process's own line order, so any
   interleaving of the same per-rank logs gives the same answer.
 
@@ -369,6 +369,11 @@ _OUTER_PREFIXES = (
 _TESTS_FAILURE = re.compile(
     r"(?P<host>[\w.\-]*)(?: pid \d+)?: Test NCCL failure \S+:\d+ '(?P<err>[^'\n]{1,200})'")
 _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|network error")
+# A paste whose newlines became spaces (GitHub's quote-reply of a rendered log: `> > [0] NCCL
+# INFO NET/IB : No device found. [0] NCCL INFO NET/Socket : Using [0]eth0:... [0] NCCL INFO
+# Using network Socket`, LLaMA-Factory#6111): split before each record after a blank.
+_FLAT_HEAD = re.compile(
+    r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] NCCL (?:INFO|WARN) ")
 _TESTS_RANK = re.compile(
     r"(?:#|^|\s)\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
@@ -2234,6 +2239,17 @@ class LogAnalyser:
                 proc.take(level, text[j + 1:] if j >= 0 else "")
                 return
         if text.count("NCCL ") > 1:  # possibly two writers on one line
+            heads = list(_FLAT_HEAD.finditer(text))
+            who = {m.group("who") for m in heads if m.group("who")}
+            if len(heads) > 1 and len(who) <= 1:
+                # ... or one process's records joined by blanks (a splice is two processes'
+                # records): each is a line, under the first one's host:pid:tid if it had one
+                cuts = [0] + [m.start() for m in heads[1:]] + [len(text)]
+                own = heads[0].group("pre") or ""
+                for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+                    part = text[a:b].rstrip()
+                    self._piece(own + part if k and not heads[k].group("pre") else part, src)
+                return
             matches = list(_NCCL_PREFIX.finditer(text))
         else:
             first = _NCCL_PREFIX.search(text) or (

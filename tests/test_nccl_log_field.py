@@ -494,6 +494,26 @@ def test_a_one_node_run_cut_after_no_ib_device_is_no_failure(tmp_path):
     assert d["transport"] == "none" and code == 0, d["summary"]
 
 
+@pytest.mark.parametrize("prefix", ["", "gpu-n3:771:771 ", "first"])
+def test_records_joined_by_spaces_are_read_one_by_one(tmp_path, prefix):
+    # GitHub's quote-reply of a rendered paste turns its newlines into spaces
+    # (LLaMA-Factory#6111: `> > [0] NCCL INFO ... [0] NCCL INFO Using network Socket`); the
+    # reporter: RDMA was off, NCCL found no IB NIC
+    msgs = ["NCCL_IB_DISABLE set by environment to 0.", "NET/IB : No device found.",
+            "NET/Socket : Using [0]eth0:10.47.14.218<0>",
+            "Using non-device net plugin version 0", "Using network Socket"]
+    line = "> > " + " ".join(f"{prefix}[0] NCCL INFO {m}" for m in msgs)
+    if prefix == "first":  # only the first record kept its host:pid:tid
+        line = "> > gpu-n3:771:771 " + " ".join(f"[0] NCCL INFO {m}" for m in msgs)
+    code, d = check(tmp_path, ["> > NCCL_DEBUG=INFO NCCL_IB_HCA=mlx5_0,mlx5_1", line])
+    assert d["transport"] == "socket" and code == 0, d["summary"]
+    assert d["ranks"][0]["socket_ifaces"] == ["eth0"] and len(d["ranks"]) == 1
+    # two writers' splice (two processes' records) still drops the cut part
+    spliced = [L.info("gpu-n3", 771, 0, "Using netgpu-n4:802:802 [0] NCCL INFO Using network IB")]
+    code, d = check(tmp_path, spliced)
+    assert [(r["pid"], r["transport"]) for r in d["ranks"]] == [(802, "ib")], d["summary"]
+
+
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
     # DeepSpeed#6875: error 12 (retry exceeded), then status 5 (flushed) for each request
     # still queued; the first names the cause
@@ -2109,7 +2129,8 @@ def _round_21() -> list[str]:
     lines += L.warn("a3-w1", 771, 0, "nic 0, enp12s0, 172.16.0.11<3><-172.16.0.95<4> rx ctrl "
                     "timeout", where="tcpxResult_t tcpxCommProgress(tcpxComm*):1231")
     lines += ["gke-w-1: Test NCCL failure common.cu:345 'unhandled system error'",
-              L.info("gke-w-2", 3711, 5, "NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'")]
+              L.info("gke-w-2", 3711, 5, "NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"),
+              "> > x7:5:5 [0] NCCL INFO NET/IB : No device found. [0] NCCL INFO Using network Socket"]
     return lines
 
 
