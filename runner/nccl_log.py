@@ -233,8 +233,10 @@ _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
+    # (`Test NCCL failure ...` is nccl-tests' line: found by its `NCCL failure`, so that
+    # every branch starts with `NCCL `, which the engine then skips to as one literal)
     r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)|NCCL version \d|"
-    r"Test NCCL failure " % _MSG_HEADS,
+    r"NCCL failure " % _MSG_HEADS,
     r"via NET/",  # channel and ring lines that cross nodes
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
