@@ -2775,14 +2775,21 @@ class _Judge:
         common.cu:345 'unhandled system error'`) where NCCL's own lines show no failure
         (the paste holds no WARN): the ranks on that host that crossed nodes failed on
         their link (nccl-tests#36: rings over NET/IB/GDRDMA, then this on both hosts; the
-        maintainer: "the IB communication problem"). One node's ranks are left as they are."""
-        fails = {h: e for h, e in self.a._tests_failures.items() if _TESTS_NET_ERROR.search(e)}
+        maintainer: "the IB communication problem"). The same for PyTorch's echo of a
+        link's error (`Last error:` then `NET/IB : Got completion from peer ... error 12`),
+        a line of no rank's: which rank's link it was is not said. One node's ranks are
+        left as they are."""
+        fails = {h: f"nccl-tests: Test NCCL failure '{e}'"
+                 for h, e in self.a._tests_failures.items() if _TESTS_NET_ERROR.search(e)}
+        for p in self.all_procs:
+            if p.link_seq >= 0 and p.err_msg and p not in self.reportable:
+                fails.setdefault("", p.err_msg)
         active = (Transport.OFI, Transport.IB, Transport.SOCKET)
         if not fails or any(r.transport is Transport.FAILED for r in reports):
             return reports
         on = {r.host for r in reports if r.transport in active} & set(fails)
         return [replace(r, transport=Transport.FAILED, attempted=r.transport,
-                        failure=f"nccl-tests: Test NCCL failure '{fails.get(r.host) or next(iter(fails.values()))}'")
+                        failure=fails.get(r.host) or next(iter(fails.values())))
                 if r.transport in active and (r.host in on or not on) else r
                 for r in reports]
 

@@ -453,6 +453,26 @@ def test_nccl_tests_failure_line_after_network_channels_fails_the_job(tmp_path, 
     assert d["transport"] == "none", d["summary"]
 
 
+def test_pytorchs_echo_of_a_link_error_fails_a_job_that_crossed_nodes(tmp_path):
+    # A paste of two ranks' channel lines over IB, then PyTorch's exception text, whose
+    # `Last error:` is the link's (error 12, retry exceeded), with no rank's prefix and no
+    # WARN of NCCL's own (stanford_alpaca#207's text, two hosts' lines kept)
+    lines = [L.info("c7a1d2e0", 5325, 0, "Channel 00 : 0[1a000] -> 1[1a000] [receive] via NET/IB/0"),
+             L.info("f0b9e311", 74352, 0, "Channel 00 : 1[1a000] -> 0[1a000] [receive] via NET/IB/0")]
+    echo = ["RuntimeError: NCCL communicator was aborted on rank 1. Original reason for failure "
+            "was: NCCL error: remote process exited or there was a network error, NCCL version "
+            "2.14.3", "ncclRemoteError: A call failed possibly due to a network error or a "
+            "remote process exiting prematurely.", "Last error:",
+            "NET/IB : Got completion from peer 11.21.4.12<39138> with error 12, opcode 0, len 0, "
+            "vendor err 129"]
+    code, d = check(tmp_path, lines + echo)
+    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    assert d["ranks"][0]["failure"].startswith("NET/IB : Got completion from peer")
+    # without the echo, the same channels read IB
+    code, d = check(tmp_path, lines + echo[:2])
+    assert d["transport"] == "ib", d["summary"]
+
+
 def test_one_process_driving_every_gpu_over_its_nic_stays_on_one_node(tmp_path):
     # nccl#707: one process drives 4 GPUs (`-g 4`) and its rings go through the host's NICs
     # (`via NET/IB/x/GDRDMA`, P2P unused): every link joins two of its own ranks, 0-3
