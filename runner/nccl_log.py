@@ -524,6 +524,7 @@ _STRIPPED_WARN = re.compile(
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
 # A WARN that init.cc itself prints when init cannot go on (not its advice, such as RCCL's
 # `Missing "iommu=pt" from kernel command line`)
+_TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
 _PROXY_ECHO = re.compile(
@@ -554,6 +555,7 @@ _KNOWN_NAMES = {
     "FastSocket": Transport.SOCKET,  # Google's plugin: TCP, however fast
     "UCX": Transport.IB, "UCX-RMA": Transport.IB, "UCX_RMA": Transport.IB,  # verbs through UCX
     "RCCL-ANP": Transport.IB, "ANP": Transport.IB,  # AMD's plugin for its AINIC cards: RoCE
+    "IB-CAST": Transport.IB, "IB-ROCM": Transport.IB,  # RCCL's own verbs networks (AINIC)
     "Libfabric_GDAKI": Transport.OFI,  # libfabric with device-initiated transfers (DeepEP GIN)
 }
 # HPC-X / nccl-rdma-sharp plugin's verbs network: `IBext_v8`, or the plugin's own name
@@ -1459,6 +1461,7 @@ class _Proc:
             self.nets or self.via_nets or self.provider or self.ib_devices or self.socket_ifaces
             or self.not_found or self.ib_no_device or self.plugin_missing or self.unknown_nets
             or self.weak_kind or self.fatal_msg or self.err_msg
+            or self.local_seq >= 0  # shared memory or P2P failed: the job failed at init
         )
 
     def selection(self) -> tuple[Transport | None, str | None]:
@@ -2292,6 +2295,13 @@ class LogAnalyser:
                 proc.local_seq = proc.lines
             if where and m.group("level") == "WARN":
                 proc.source_names_plugin(where)
+            if where and m.group("level") == "WARN" and msg.startswith("Attribute ") \
+                    and _TOPO_FATAL.match(msg):
+                # the topology's XML lacks what NCCL needs: init returns an internal error
+                # (Azure's NHC on one VM, `graph/xml.h:85 ... busid of node nic not found`;
+                # aws-ofi-nccl#476 on p5), also where the paste holds no chain after it
+                proc.top_seq = proc.lines
+                proc.chain_msg = proc.chain_msg or msg[:200]
             if where and m.group("level") == "WARN" and _INIT_FAULT.match(msg) \
                     and _TOP_CHAIN_FILE.search(where.split(":", 1)[0]):
                 # `init.cc:263 NCCL WARN Cuda failure 'initialization error'`: init itself
@@ -2904,9 +2914,14 @@ class _Judge:
         transport = _worst(r.transport for r in active)
         selected = _worst(r.selected for r in with_sel)
         attempted_s = _most_common(r.attempted.value for r in failed if r.attempted)
-        if failed and not attempted_s:
+        local = {(p.host, p.pid) for p in self.all_procs
+                 if 0 <= p.local_seq >= max(p.err_seq, p.warn_seq)}
+        if failed and not attempted_s and (self.inter_node is True or not all(
+                (r.host, r.pid) in local for r in failed)):
             # the failed ranks died before naming a network (a bootstrap error): the job was
-            # trying the one that its other ranks chose
+            # trying the one that its other ranks chose (where it crossed nodes, also when
+            # shared memory or P2P failed, horovod#1122; not where nothing says it did:
+            # ROCm/rccl#2188's hipIpcGetMemHandle, one node's paste)
             attempted_s = _most_common(r.selected.value for r in with_sel
                                        if r.selected is not Transport.FAILED)
         if failed and not attempted_s:

@@ -237,6 +237,18 @@ def test_google_gib_and_spectrum_x_plugins_are_ib(tmp_path, net):
     assert d["selected"] == "ib", d["summary"]
 
 
+@pytest.mark.parametrize("net", ["IB-CAST", "IB-ROCM"])
+def test_rccls_own_verbs_networks_are_ib(tmp_path, net):
+    # RCCL 2.32 on AMD's AINIC (ionic) NICs: `ncclNet_t netIbCast = { "IB-CAST", ... }`;
+    # a 2-node MI300X report read `none` with an unknown network
+    lines = [L.info(h, pid, 0, f"Channel 00/0 : {a}[0] -> {b}[0] [receive] via NET/{net}/0/GDRDMA"
+                                f"/flush=Always") for h, pid, a, b in (("mi300-a", 11, 8, 0),
+                                                                       ("mi300-b", 12, 0, 8))]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+    assert "unknown-network" not in {w["code"] for w in d["warnings"]}
+
+
 def test_a_tcp_plugins_warn_names_its_transport(tmp_path):
     # GPUDirect-TCPX's progress WARN names its function, not a file (nccl#1652: the job
     # works, the first start-up is slow): the plugin carried the job, over TCP
@@ -547,6 +559,33 @@ def test_a_links_first_completion_error_is_the_cause(tmp_path):
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
     assert "status=12" in d["ranks"][0]["failure"] and "status=12" in d["summary"]
+
+
+def test_a_p2p_failure_under_a_pidless_prefix_fails_the_job_on_no_network(tmp_path):
+    # ROCm/rccl#2188 (MI350X, one node): the reporter cut `host:pid:tid` to `node [N]`; the
+    # ranks whose hipIpcGetMemHandle failed printed no network line, and were dropped: the
+    # job read `socket` (the one rank that chose it), exit 0
+    lines = ["node [0] NCCL INFO Using network Socket",
+             "node [1] /app/rccl/src/transport/p2p.cc:256 NCCL WARN hipIpcGetMemHandle failed : "
+             "invalid argument", "node [1] [FATAL ERROR]: HIP failure: 'invalid argument'",
+             *[f"node [1] NCCL INFO /app/rccl/src/{c}" for c in (
+                 "transport/p2p.cc:709 -> 1", "transport.cc:182 -> 1",
+                 "transport/generic.cc:25 -> 1")]]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
+
+
+def test_a_topology_attribute_missing_fails_init_without_a_chain(tmp_path):
+    # Azure's node health check on one VM: `graph/xml.h:85 NCCL WARN Attribute busid of node
+    # nic not found` (init returns an internal error; "nccl_allreduce returned error code
+    # 3"), the paste holding no chain after it; the same words at INFO are no failure
+    h = "elsah100"
+    lines = [L.info(h, 186, 6, "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.1.0.4<0>"),
+             *L.warn(h, 176, 1, "Attribute busid of node nic not found", where="graph/xml.h:85")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and code == 1, d["summary"]
+    code, d = check(tmp_path, [lines[0], L.info(h, 186, 6, "Attribute busid of node nic not found")])
+    assert d["transport"] == "ib", d["summary"]
 
 
 @pytest.mark.parametrize("wording", ["shm.h", "shmutils.cc"])
@@ -2151,6 +2190,13 @@ def _round_21() -> list[str]:
     lines += ["gke-w-1: Test NCCL failure common.cu:345 'unhandled system error'",
               L.info("gke-w-2", 3711, 5, "NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"),
               "> > x7:5:5 [0] NCCL INFO NET/IB : No device found. [0] NCCL INFO Using network Socket"]
+    # round 22: RCCL's IB-CAST, a pidless prefix's P2P failure, a topology WARN, an echo
+    lines += ["mi300-a:11:11 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via "
+              "NET/IB-CAST/0/GDRDMA/flush=Always",
+              "node [1] /app/rccl/src/transport/p2p.cc:256 NCCL WARN hipIpcGetMemHandle failed",
+              "node [1] NCCL INFO /app/rccl/src/transport.cc:182 -> 1",
+              *L.warn("elsa", 176, 1, "Attribute busid of node nic not found", where="graph/xml.h:85"),
+              "Last error:", "NET/IB : Got completion from peer 11.21.4.12<39138> with error 12"]
     return lines
 
 
