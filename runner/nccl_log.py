@@ -1331,6 +1331,12 @@ class _Proc:
             if not echo:
                 self.warn_seq = seq
             kind = _warn_kind(msg)
+            if kind is None and self.err_kind is None and "[Proxy thread error]" in msg:
+                # NCCL 2.3-2.4's proxy thread runs the network transports; with no IB or
+                # plugin error before it, what failed in it was a socket's send or receive
+                # (nccl#193: `include/socket.h 398 NCCL WARN Call to write failed :
+                # Connection reset by peer.`, then this; Kubernetes pods over flannel)
+                kind = Transport.SOCKET
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
             # proxy's `Socket recv failed`), not the transport that was tried, nor the cause

@@ -546,6 +546,22 @@ def test_records_joined_by_spaces_are_read_one_by_one(tmp_path, prefix):
     assert [(r["pid"], r["transport"]) for r in d["ranks"]] == [(802, "ib")], d["summary"]
 
 
+def test_a_proxy_thread_error_after_a_socket_write_is_the_socket_transport(tmp_path):
+    # nccl#193 (NCCL 2.3, Kubernetes pods over flannel, no IB): a WARN-only paste; the proxy
+    # thread (which runs the network transports) failed after a socket write
+    h, pid = "worker0-0d9gnb", 15
+    lines = [f"{h}:{pid}:91 [3] include/socket.h 398 NCCL WARN Call to write failed : "
+             "Connection reset by peer.",
+             f"{h}:{pid}:91 [3] transport.cu:153 NCCL WARN transport.cu:153 ->2 [Proxy thread error]"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "socket" and code == 1, d["summary"]
+    # after an IB error it stays IB's
+    ib = [f"{h}:{pid}:91 [3] transport/net_ib.cu:789 NCCL WARN NET/IB : Got completion with "
+          "error 12, opcode 1, len 0, vendor err 129", lines[1]]
+    code, d = check(tmp_path, ib)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
     # DeepSpeed#6875: error 12 (retry exceeded), then status 5 (flushed) for each request
     # still queued; the first names the cause
