@@ -51,7 +51,8 @@ Design:
   coverage. A job whose communicators all live on one host gets transport `none`.
 - Tolerant: ANSI colours, CR/CRLF, NUL and non-UTF-8 bytes, lines that two writers spliced
   (`...Using netnode2:7:7 [1] NCCL INFO ...`: the cut first part is dropped), one process's
-  records joined by blanks (a quote-reply of a rendered paste), truncated last lines. A value is only taken when the text after it shows it is complete.
+  records joined by blanks (a quote-reply of a rendered paste), truncated last lines. A
+  value is only taken when the text after it shows it is complete.
 - Deterministic: the verdict depends only on each process's own line order, so any
   interleaving of the same per-rank logs gives the same answer.
 
@@ -362,9 +363,6 @@ _OUTER_PREFIXES = (
                r"(?:\[\w+\]|<\w+>|[A-Za-z]\w*) (?=\[\d+\] )"),
 )
 
-# nccl-tests prints where every rank of the job runs, before NCCL's own lines:
-# `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group;
-# a page that rendered the paste as markdown made the `#` lines headings, without the `#`)
 # nccl-tests' own report of a failed NCCL call (`node1: Test NCCL failure common.cu:345
 # 'unhandled system error'`; newer: `node1 pid 27: ... 'remote process exited or there was a
 # network error / ...'`), and the errors of it that are a network's (nccl-tests#36)
@@ -376,6 +374,9 @@ _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|net
 # Using network Socket`, LLaMA-Factory#6111): split before each record after a blank.
 _FLAT_HEAD = re.compile(
     r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] NCCL (?:INFO|WARN) ")
+# nccl-tests prints where every rank of the job runs, before NCCL's own lines:
+# `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group;
+# a page that rendered the paste as markdown made the `#` lines headings, without the `#`)
 _TESTS_RANK = re.compile(
     r"(?:#|^|\s)\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
@@ -478,7 +479,7 @@ _LINK_ERROR = re.compile(
     r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
-_WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)\b|NET/IB|mlx\d|\bIB\b|verbs|RoCE")
+_WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
 # Google's A3 Ultra / A4; NVIDIA's Spectrum-X `NET/SPCX`): read as NET/IB's
 _IB_ALIASES = ("NET/gIB", "NET/SPCX")
@@ -522,9 +523,10 @@ _JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>
 _STRIPPED_WARN = re.compile(
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
+# The topology's XML lacks what NCCL needs (a WARN: fatal; the same words at INFO are not)
+_TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 # A WARN that init.cc itself prints when init cannot go on (not its advice, such as RCCL's
 # `Missing "iommu=pt" from kernel command line`)
-_TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
 _PROXY_ECHO = re.compile(
@@ -567,8 +569,9 @@ _IBEXT = re.compile(r"^(?:IBext(?:_v\d+)?|NCCL RDMA Plugin(?: v\d+)?|RDMA_Plugin
                     r"gIB(?:_v\d+)?|SPCX(?:_v\d+)?)$")
 # Google's GPUDirect-TCPX (A3) and TCPXO/FasTrak (A3 Mega) plugins move the data over TCP on
 # the VM's Ethernet NICs, into GPU memory: TCP, like FastSocket, however fast
-_TCPX_SOURCE = re.compile(r"\btcpx\w*\(|nccl-fastsocket|\btcpx\w*\.cc?:\d", re.I)
 _TCP_PLUGIN = re.compile(r"^(?:GPUDirectTCPXO?|TCPXO?|FasTrak)(?:_v\d+)?$")
+# ... whose WARNs name a function of theirs, not a file (`tcpxResult_t tcpxCommProgress(...)`)
+_TCPX_SOURCE = re.compile(r"\btcpx\w*\(|nccl-fastsocket|\btcpx\w*\.cc?:\d", re.I)
 
 # Provider names taken even at the end of a line (a line that may have been cut short).
 _OFI_PROVIDERS = frozenset({"cxi", "efa", "tcp", "sockets", "udp", "shm", "verbs", "psm2",
@@ -1337,10 +1340,10 @@ class _Proc:
                 # (nccl#193: `include/socket.h 398 NCCL WARN Call to write failed :
                 # Connection reset by peer.`, then this; Kubernetes pods over flannel)
                 kind = Transport.SOCKET
+            link = _LINK_ERROR.search(msg)
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
             # proxy's `Socket recv failed`), not the transport that was tried, nor the cause
-            link = _LINK_ERROR.search(msg)
             # (... and a link's later completion errors follow from its first: IB's error 12,
             # retry exceeded, then status 5, flushed, for every request still queued)
             if not ((kind is Transport.SOCKET or kind is None and _SOCKET_WORD.search(msg))
