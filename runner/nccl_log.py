@@ -302,8 +302,10 @@ _NCCL_PREFIX = re.compile(
     r"(?:(?P<src>[^\[\]\n]{0,200}?) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
 )
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
+# (also with `pid:tid` and no host: `78244:78244 [0] NCCL INFO`, pytorch#49095)
 _DEV_NCCL = re.compile(
-    r"^\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+    r"^(?:(?P<pid>\d+):\d+ )?\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?"
+    r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
 # A host name that is no clock (`12:00:01 [0] main.c:12 WARN`): not digits only.
 _HOST_NOT_CLOCK = r"(?P<host>(?=[^\s:\[\]`]*[^\d\s:\[\]`])[^\s:\[\]`]{1,%d})" % _MAX_HOST
 # A host whose pid and thread were redacted into one field (`node-a7:XXXXXX [5] ibvwrap.c:262
@@ -346,12 +348,14 @@ _OLD_PREFIX = re.compile(
 _OUTER_PREFIXES = (
     # CloudWatch / console exports: "  | 2024-12-04T05:27:39.074Z | "
     re.compile(r"^\s*\|?\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s*\|\s?"),
-    # Open MPI --tag-output `[1,3]<stdout>:`, SageMaker's `[1,mpirank:3,algo-1]<stdout>:`
-    re.compile(r"^\[\d+,(?:mpirank:)?(?P<ompi>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
+    # Open MPI --tag-output `[1,3]<stdout>:`, SageMaker's `[1,mpirank:3,algo-1]<stdout>:`,
+    # horovodrun --gloo's `[3]<stdout>:`
+    re.compile(r"^\[(?:\d+,)?(?:mpirank:)?(?P<ompi>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
     # torchrun [default0]:, torch [rank3]:
     re.compile(r"^\[(?P<kind>default|rank)(?P<n>\d+)\]:\s?"),
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*) \[(?P<n>\d+)\]: ?"),  # node2 [1]:
-    re.compile(r"^\s*(?P<task>\d+): ?"),  # srun --label: "3: "
+    # srun --label: "3: " (not NCCL's own `pid:tid [0] ` with its host left out)
+    re.compile(r"^\s*(?P<task>\d+):(?! ?\d+ \[\d+\] ) ?"),
     re.compile(r"^\[(?P<host>[A-Za-z][\w.\-]*)\] "),  # fabrikit local launcher: [node1]
     re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
@@ -382,7 +386,7 @@ _TESTS_RANK = re.compile(
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
 # line alone after a prefix that is no launcher's we know (the line must end with it)
 _PREFIXED_VERSION = re.compile(
-    r"(?:^|\s)(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)\s*$")
+    r"(?:^|[\s:\]])(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)\s*$")
 _VERSION = re.compile(r"^(?P<lib>[NR])CCL version\s*:?\s*(?P<v>\d+\.\d+\.\d+)(?![\d.])")
 _PLUGIN_LOADED = re.compile(
     r"^NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \((?P<api>v\d+)\)\s*$")
@@ -428,7 +432,10 @@ _IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(
 _IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
 _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b")
 # The IB transport checking GPUDirect for a device it uses (no device line in a paste that
-# kept only this: GKE A3 Ultra's `NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`)
+# kept only this: GKE A3 Ultra's `NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`).
+# (The socket transport's `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lan0'` is no
+# choice of the checker's: the real pastes that hold only it were of one host, nccl#901,
+# nccl-tests#117, and would read socket where nothing says how many hosts there were.)
 _IB_GDR = re.compile(r"^NET/IB\w* ?: ?GPU Direct RDMA (?:\([^)]*\) )?[EeDd]\w*abled for HCA")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
@@ -1414,8 +1421,10 @@ class _Proc:
                     self._weak(Transport.IB, seq)
             else:
                 m = _IB_DEVICE_LINE.match(msg)
-                if m:  # NCCL 2.2-2.3 list the devices one per line
+                if m:  # NCCL 2.2-2.3 list the devices one per line, once IB found them
                     self._push("ib_devices", m.group("dev"))
+                    if self.weak_kind is None:
+                        self._weak(Transport.IB, seq)
         elif msg.startswith("NET/Socket"):
             m = _NET_USING.match(msg)
             if m:
@@ -1526,8 +1535,11 @@ class _Proc:
                 and not local and inter_node is not False:
             # shared memory or P2P setup failed (a full /dev/shm: `include/shm.h:48 NCCL WARN
             # Error while creating shared memory segment`, then `transport/shm.cc:101 -> 2`,
-            # `transport.cc:30 -> 2`): the job failed, on no network (Paddle#55987)
-            return self.last_warn or self.chain_msg or "NCCL init failed", None
+            # `transport.cc:30 -> 2`): the job failed, on no network (Paddle#55987); in a job
+            # across nodes it was trying the network it chose (a W&B log: channels over
+            # NET/Socket, then shm's CUDA failure)
+            return self.last_warn or self.chain_msg or "NCCL init failed", (
+                selected if inter_node is True else None)
         if inter_node is not False and selected is None and self.err_msg is None \
                 and self.last_warn and self.top_seq > self.complete_seq:
             # a rank of a job across nodes (or of one not known to stay on one) whose init
@@ -1560,10 +1572,13 @@ class _Proc:
             if self.err_seq > self.sel_seq and (late_setup or not completed_after) \
                     and self.chan_seq < self.err_seq:
                 return why, selected or self.err_kind
-        # (on one host a network is never to be used: such a rank's paste was cut there,
-        # as nccl-tests' one-node `-g 2` runs show)
+        # (only where init then failed: after `No device found` NCCL looks for sockets, and
+        # prints them or a WARN; a rank with neither was cut there: vLLM#2734 under Ray's
+        # dedup, nccl-tests' and ml-engineering's one-node runs, three helpers of rounds 20
+        # to 23; wave 1 called that rank failed)
         if selected is None and self.ib_no_device and not self.unknown_nets \
-                and not self.plugin_failed and self.complete_seq < 0 and inter_node is not False:
+                and not self.plugin_failed and self.complete_seq < 0 and inter_node is not False \
+                and (self.last_warn is not None or self.top_seq >= 0):
             return _NO_DEVICE_ONLY, Transport.IB
         return None, None
 
@@ -2326,6 +2341,18 @@ class LogAnalyser:
             if "host" in d.re.groupindex:  # one process per host and device
                 labels = {**labels, "host": labels.get("host") or d.group("host"), "label": (
                     labels.get("label", "") + " " + rest[:d.end("dev") + 1]).strip()}
+            elif d.group("pid"):
+                pid_tid = rest[:d.start("dev") - 2].split(":")
+                pid, tid = int(pid_tid[0]), int(pid_tid[1])
+                if pid_tid[0].startswith("0") or not pid <= tid <= pid + 20000:
+                    # no pid:tid (a thread's id is its process's or a little later; no pid
+                    # starts with 0): the tail of a line a splice cut, `0119:40126 [3] NCCL
+                    # INFO ...` (a process's own prefix cut to `40068:40070 [1]` is told
+                    # by its pid, when judging)
+                    return
+                # one process per pid (not a real one: no host says where it ran)
+                labels = {**labels, "label": (labels.get("label", "") + " pid " +
+                                              d.group("pid")).strip()}
         elif _BARE_MSG.match(rest):
             # no level and no prefix left (a paste stripped of both): the plugin's error
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
@@ -2350,7 +2377,9 @@ class LogAnalyser:
                 level, msg = "INFO", v.group("msg")
         label = labels.get("label")
         host = labels.get("host") or (f"rank{labels['rank']}" if "rank" in labels else None)
-        proc = self._proc(("", src, label), host or label or src, None, False, src)
+        pid = int(d.group("pid")) if d is not None and "pid" in d.re.groupindex \
+            and d.group("pid") else None
+        proc = self._proc(("", src, label), host or label or src, pid, False, src)
         if proc is None:
             return
         proc.label = label
@@ -2673,8 +2702,12 @@ class _Judge:
         # prefixed lines, are tails of cut lines: their facts count for the job, but they do
         # not make a rank of their own.
         real_sources = {s for p in procs if p.real for s in p.sources}
+        # (a `pid:tid [d]` process whose pid a process with a host has is that one's line,
+        # its host cut off by a splice)
+        real_pids = {p.pid for p in procs if p.real}
         self.reportable = [p for p in procs if p.real or (
-            p.has_net_evidence and (p.label or not set(p.sources) & real_sources))]
+            p.has_net_evidence and (p.label or not set(p.sources) & real_sources)
+            and (p.pid is None or p.pid not in real_pids))]
         self.inter_node, self.identities = self._inter_node()
         pid_count = Counter(p.pid for p in self.reportable if p.pid is not None)
         collnet = any(p.recover_seq >= 0 for p in procs)  # NCCL went on without CollNet

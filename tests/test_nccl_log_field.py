@@ -562,6 +562,59 @@ def test_a_proxy_thread_error_after_a_socket_write_is_the_socket_transport(tmp_p
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
 
 
+def test_nccl_2_3_device_list_lines_choose_ib(tmp_path):
+    # pytorch#43258 (NCCL 2.3 era): after the sideband line, the HCAs IB found, one per line
+    h, pid = "dgx-s12", 4402
+    lines = [L.info(h, pid, 0, m) for m in ("NET/IB : Using interface ib0 for sideband communication",
+                                            "NET/IB: [0] mlx5_64:1/IB ", "NET/IB: [1] mlx5_65:1/IB ")]
+    code, d = check(tmp_path, lines)
+    assert d["selected"] == "ib" and d["ranks"][0]["ib_devices"] == ["mlx5_64:1", "mlx5_65:1"], \
+        d["summary"]
+    # the sideband line alone is no choice (horovod#685: then no device, then Socket)
+    code, d = check(tmp_path, lines[:1])
+    assert d["selected"] == "none", d["summary"]
+
+
+def test_a_shm_failure_in_a_job_across_nodes_was_trying_its_network(tmp_path):
+    # a W&B log: channels over NET/Socket between two hosts, then shm's CUDA failure on one
+    # rank: the job failed, trying sockets
+    lines = [L.info("gpu-w1", 880, 0, "Channel 00 : 1[1a000] -> 0[1a000] [receive] via NET/Socket/0"),
+             L.info("gpu-w2", 912, 0, "Channel 00 : 0[1a000] -> 1[1a000] [receive] via NET/Socket/0"),
+             *L.warn("gpu-w1", 880, 0, "Cuda failure 'invalid argument'", where="include/shm.h:42"),
+             L.info("gpu-w1", 880, 0, "transport/shm.cc:193 -> 1")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+
+
+@pytest.mark.parametrize("prefix", ["[{r}]<stdout>:", "worker-{r}: [default0]:"])
+def test_a_glued_launcher_prefix_keeps_the_version_line(tmp_path, prefix):
+    # horovodrun --gloo (`[0]<stdout>:NCCL version ...`), pdsh in front of torchrun --tee:
+    # the version was lost, and NCCL 2.4's bootstrap NET/Socket line then read as a choice
+    lines = []
+    for r, (h, pid) in enumerate((("node01", 150770), ("node03", 34537))):
+        pre = prefix.format(r=r)
+        lines += [pre + "NCCL version 2.4.7+cuda10.0"] if r == 0 else []
+        lines += [pre + L.info(h, pid, 0, m) for m in (
+            f"NET/Socket : Using [0]ib0:10.3.0.{r + 1}<0>",
+            "NET/Plugin : No plugin found (libnccl-net.so).",
+            f"NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.3.0.{r + 1}<0>")]
+    code, d = check(tmp_path, lines)
+    assert d["nccl_version"] == "2.4.7" and d["transport"] == "ib" and d["mixed"] is False, \
+        d["summary"]
+
+
+def test_a_pid_tid_prefix_without_its_host_is_read(tmp_path):
+    # pytorch#49095: `78244:78244 [0] NCCL INFO ...` (the host cut from NCCL's prefix; not
+    # srun's `3: ` label)
+    lines = ["78244:78465 [0] NCCL INFO Using network IB",
+             "78244:78465 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0",
+             "78301:78502 [0] NCCL INFO Using network IB",
+             "78301:78502 [0] NCCL INFO comm 0x2 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+    assert sorted(r["rank"] for r in d["ranks"]) == [0, 1]
+
+
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
     # DeepSpeed#6875: error 12 (retry exceeded), then status 5 (flushed) for each request
     # still queued; the first names the cause
@@ -1547,15 +1600,15 @@ def test_source_files_that_a_rendered_page_made_links(tmp_path):
 
 def test_a_rank_cut_after_no_ib_device_is_no_failure_where_others_chose(tmp_path):
     # NVIDIA/nccl#226 (NCCL 2.4.7): the paste begins mid-log, so one rank's only line is
-    # `NET/IB : No device found.`; every other rank uses sockets. Alone, every rank with
-    # only that line still fails (no network at all).
+    # `NET/IB : No device found.`; every other rank uses sockets. Alone, a rank with only
+    # that line was cut there too: no failure (a WARN after it would be one)
     streams = job(L.legacy_rank, nccl="2.4.8", net="Socket", nodes=2, gpn=2, iface="eth0")
     streams[3] = [L.info(L.rank_host(3, 2), 40000 + 17 * 3, 1, "NET/IB : No device found.")]
     code, d = check(tmp_path, L.interleave(streams, 1))
     assert d["transport"] == "socket" and code == 0, d["summary"]
     assert [r["transport"] for r in d["ranks"]][-1] == "none"
     code, d = check(tmp_path, streams[3])
-    assert d["transport"] == "failed" and d["attempted"] == "ib"
+    assert d["transport"] == "none" and code == 0, d["summary"]
 
 
 def test_a_warn_whose_message_was_wrapped_onto_indented_lines(tmp_path):
@@ -2213,6 +2266,10 @@ def _round_21() -> list[str]:
               "node [1] NCCL INFO /app/rccl/src/transport.cc:182 -> 1",
               *L.warn("elsa", 176, 1, "Attribute busid of node nic not found", where="graph/xml.h:85"),
               "Last error:", "NET/IB : Got completion from peer 11.21.4.12<39138> with error 12"]
+    # round 23: NCCL 2.3's device list, a glued launcher prefix, pid:tid without a host
+    lines += [L.info("dgx-s12", 4402, 0, "NET/IB: [0] mlx5_64:1/IB "),
+              "[0]<stdout>:NCCL version 2.4.7+cuda10.0",
+              "78244:78465 [0] NCCL INFO Using network IB", "0119:40126 [3] NCCL INFO Using network IB"]
     return lines
 
 
