@@ -634,6 +634,12 @@ def _warn_kind(msg: str) -> Transport | None:
     return None
 
 
+def _maybe_wrapped(text: str) -> bool:
+    """Might `_unwrapped` find something to take off? (Cheap: most lines are none.)"""
+    return text[:1] in _WRAPPED_START or "](http" in text or "&" in text or (
+        text[:1] in ' "[' and '": "' in text)
+
+
 def _unwrapped(text: str) -> str:
     """The log line inside what a viewer or a shipper wrapped it in: a terminal viewer's box
     (k9s: `│ <line>   padding   │`), a page's links over source files
@@ -648,13 +654,16 @@ def _unwrapped(text: str) -> str:
         text = _MD_LINK.sub(r"\1", text)
     if "&" in text and _HTML_ENTITY.search(text):  # `-&gt;`, `<0&gt;`, `&nbsp;`
         text = html.unescape(text).replace("\u00a0", " ")
-    if text[:1] == "{":
-        m = _JSON_MSG.search(text)
-        if m is not None:
-            try:
-                text = json.loads(f'"{m.group("v")}"').rstrip("\r\n")
-            except ValueError:
-                pass  # not a record after all (or cut): the line as it is
+    if text[:1] in '{["' or text[:1] == " " and text.lstrip()[:1] == '"':
+        # (or one field of a pretty-printed record: `    "textPayload": "...\n",`; or several
+        # records on one line, a search engine's response: every message, one per line)
+        try:
+            msgs = [json.loads(f'"{m.group("v")}"').rstrip("\r\n")
+                    for m in _JSON_MSG.finditer(text)]
+        except ValueError:
+            msgs = []  # not a record after all (or cut): the line as it is
+        if msgs:
+            text = "\n".join(msgs)
     return text
 
 
@@ -2072,7 +2081,7 @@ class LogAnalyser:
             elif len(seen) < _MAX_SEEN_LINES:
                 seen[line] = start
         text = line.decode("utf-8", "replace")
-        if text[:1] in _WRAPPED_START or "](http" in text or "&" in text:
+        if _maybe_wrapped(text):
             text = _unwrapped(text)
         if e < hi and data[e + 1:e + 2] in (b" ", b"\t") and text.rstrip().endswith("NCCL WARN"):
             text, e = self._wrapped_warn(data, text, e, hi)
@@ -2201,8 +2210,13 @@ class LogAnalyser:
         return m.end() - 1
 
     def _line(self, line: str, src: str) -> None:
-        if line[:1] in _WRAPPED_START or "](http" in line or "&" in line:
+        if _maybe_wrapped(line):
             line = _unwrapped(line)
+        if "\n" in line:  # a log record's message of several lines (a JSON export's `\n`)
+            for piece in line.split("\n"):
+                if piece.strip():
+                    self._line(piece, src)
+            return
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if line.isprintable():  # the usual line: no CR, tab, colour or control character

@@ -615,6 +615,29 @@ def test_a_pid_tid_prefix_without_its_host_is_read(tmp_path):
     assert sorted(r["rank"] for r in d["ranks"]) == [0, 1]
 
 
+def test_log_records_of_several_lines_and_search_responses_are_read_line_by_line(tmp_path):
+    # A log shipper's record holds several of a process's lines joined by `\n`; a search
+    # engine's response holds several records on one line; a downloaded export pretty-prints
+    # each record's fields one per line. Only the last line, the first record, or nothing
+    # was read (a WARN before a channel line was lost)
+    import json as _json
+    h, pid = "trainer-w3", 987
+    warn = (f"{h}:{pid}:1301 [7] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+            "from peer 10.8.4.2<55921> with status=12 opcode=1 len=0 vendor err 129 (Send)")
+    chan = f"{h}:{pid}:1260 [7] NCCL INFO Channel 03/0 : 47[7] -> 39[7] [receive] via NET/IB/2"
+    done = f"{h}:{pid}:1260 [7] NCCL INFO comm 0x5e rank 47 nranks 64 cudaDev 7 busId 1b000 - Init COMPLETE"
+    hit = lambda msg: {"_source": {"kubernetes": {"pod": h}, "message": msg}}
+    response = _json.dumps({"hits": {"hits": [hit(chan + "\n" + done), hit(warn)]}})
+    code, d = check(tmp_path, [response])
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    # a pretty-printed export: `"textPayload": "...\n"` on its own line
+    pretty = ["[", "  {", '    "textPayload": ' + _json.dumps(f"{h}:{pid}:{pid} [7] NCCL INFO "
+                                                          "Using network IB\n") + ",",
+              '    "severity": "INFO"', "  }", "]"]
+    code, d = check(tmp_path, pretty)
+    assert d["selected"] == "ib" and [r["host"] for r in d["ranks"]] == [h], d["summary"]
+
+
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
     # DeepSpeed#6875: error 12 (retry exceeded), then status 5 (flushed) for each request
     # still queued; the first names the cause
@@ -2269,7 +2292,11 @@ def _round_21() -> list[str]:
     # round 23: NCCL 2.3's device list, a glued launcher prefix, pid:tid without a host
     lines += [L.info("dgx-s12", 4402, 0, "NET/IB: [0] mlx5_64:1/IB "),
               "[0]<stdout>:NCCL version 2.4.7+cuda10.0",
-              "78244:78465 [0] NCCL INFO Using network IB", "0119:40126 [3] NCCL INFO Using network IB"]
+              "78244:78465 [0] NCCL INFO Using network IB", "0119:40126 [3] NCCL INFO Using network IB",
+              '{"hits": [{"message": "w9:5:5 [1] NCCL INFO Using network IB\\nw9:5:5 [1] NCCL '
+              'INFO Channel 00/0 : 9[1] -> 1[1] [send] via NET/IB/0"}, {"message": "w9:5:5 [1] '
+              'NCCL INFO Init COMPLETE"}]}',
+              '    "textPayload": "w8:6:6 [0] NCCL INFO Using network Socket\\n",']
     return lines
 
 
