@@ -2312,7 +2312,10 @@ class LogAnalyser:
             dev = int(m.group("dev"))
             if proc.dev is None:
                 proc.dev = dev
-            elif dev != proc.dev:  # one process driving several GPUs (nccl-tests -g 8)
+            elif dev != proc.dev and m.group("level") != "WARN":
+                # one process driving several GPUs (nccl-tests -g 8); not a WARN, which a
+                # proxy thread may print under another device (nccl#733's `[0]` in a rank
+                # of `[1]`)
                 proc._push("devs", dev, 64)
             if proc.rank_hint is None and "rank" in labels:
                 proc.rank_hint = labels["rank"]
@@ -2828,6 +2831,14 @@ class _Judge:
                     and _one_address(p.ips for p in real):
                 return False, 1
             return True, n_ident
+        if len(ident) == 1 and not unknown and n_ident == 1 and (
+                any(p.devs for p in real) or "localhost" in ident):
+            # one host, and no link that crosses nodes, where a process drives several GPUs
+            # (a single-process job: ncclCommInitAll, nccl-tests `-g 4`, DataParallel) or
+            # the host calls itself localhost: one machine (round 23: the 5 real pastes of
+            # this shape were all of one box; with one GPU per process, most pastes of one
+            # host were one node of a bigger job, so those stay unknown)
+            return False, 1
         if not ident or unknown or not world:
             return None, n_ident
         if whole and n_ident == len(ident):

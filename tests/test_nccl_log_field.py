@@ -638,6 +638,30 @@ def test_log_records_of_several_lines_and_search_responses_are_read_line_by_line
     assert d["selected"] == "ib" and [r["host"] for r in d["ranks"]] == [h], d["summary"]
 
 
+def test_one_host_where_a_process_drives_several_gpus_or_calls_itself_localhost(tmp_path):
+    # nccl#262 (one process, four GPUs, NCCL 2.4.8, Socket chosen), nccl#1637 (two ranks on
+    # `localhost`): one machine, nothing crossed nodes. A proxy thread's WARN under another
+    # device (nccl#733, a rank of a job across nodes) is no second GPU of its process.
+    h, pid = "aliyun", 82174
+    lines = [L.info(h, pid, 0, "Bootstrap : Using [0]eth0:192.168.0.172<0>"),
+             L.info(h, pid, 0, "NET/Socket : Using [0]eth0:192.168.0.172<0>"),
+             "NCCL version 2.4.8+cuda9.0",
+             *[L.info(h, pid, d, f"CUDA Dev {d}[{d}], Socket NIC distance :  PHB", tid=pid + d)
+               for d in range(4)]]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["selected"] == "socket" and d["inter_node"] is False, \
+        d["summary"]
+    local = [L.info("localhost", p, r, m) for r, p in enumerate((4101, 4102)) for m in (
+        "Bootstrap : Using enp5s0:192.168.1.20<0>", "Using network Socket")]
+    code, d = check(tmp_path, local)
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    k9s = [L.info("task-7701-z5h6w", 73, 1, "Using network IB", tid=91),
+           *L.warn("task-7701-z5h6w", 73, 0, "NET/IB : Got completion from peer 10.0.0.9<4> "
+                   "with error 12, opcode 0, len 0, vendor err 129", where="transport/net_ib.cc:881")]
+    code, d = check(tmp_path, k9s)
+    assert d["inter_node"] is None and d["transport"] == "failed", d["summary"]
+
+
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
     # DeepSpeed#6875: error 12 (retry exceeded), then status 5 (flushed) for each request
     # still queued; the first names the cause
@@ -901,9 +925,10 @@ def test_nccl_tests_rank_table_tells_one_host_from_several(tmp_path, group, mark
 
     code, d = check(tmp_path, table(["gpu-a05"] * 4) + process("gpu-a05", 802211))
     assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
-    # the same paste without the table cannot tell
+    # the same paste without the table: one process drives four GPUs on one host and no
+    # link crosses nodes; the real pastes of this shape were all of one box (round 23)
     code, d = check(tmp_path, process("gpu-a05", 802211))
-    assert d["transport"] == "socket" and d["inter_node"] is None
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
     # two hosts in the table: inter-node, though only one host's lines were pasted
     code, d = check(tmp_path, table(["gpu-a05"] * 4 + ["gpu-a06"] * 4)
                     + process("gpu-a05", 802211))
