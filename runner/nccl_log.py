@@ -1392,6 +1392,11 @@ class _Proc:
             m = _OFI_VERSION.match(msg)
             if m:
                 self.plugin_version = m.group("v")
+                if self.weak_kind is None:
+                    # the plugin initialised (a paste that kept only this line: LUMI's course
+                    # quotes it as the proof that OFI is used); a later choice, or the plugin
+                    # giving up, still wins
+                    self._weak(Transport.OFI, seq)
                 return
             m = _LIBFABRIC_VERSION.match(msg)
             if m:

@@ -249,6 +249,21 @@ def test_rccls_own_verbs_networks_are_ib(tmp_path, net):
     assert "unknown-network" not in {w["code"] for w in d["warnings"]}
 
 
+def test_the_plugins_own_version_line_is_a_weak_ofi_choice(tmp_path):
+    # LUMI's docs and course quote `NET/OFI Using aws-ofi-rccl 1.4.0` as the proof that the
+    # plugin carries RCCL's traffic (it printed `none`); the plugin giving up after it, or a
+    # later choice, still wins
+    h, pid = "nid005012", 61234
+    code, d = check(tmp_path, [L.info(h, pid, 0, "NET/OFI Using aws-ofi-rccl 1.4.0")])
+    assert d["selected"] == "ofi", d["summary"]
+    gave_up = [L.info(h, pid, 0, "NET/OFI Initializing aws-ofi-nccl 1.7.0"),
+               L.info(h, pid, 0, "NET/OFI aws-ofi-nccl initialization failed")]
+    code, d = check(tmp_path, gave_up)
+    assert d["selected"] == "none", d["summary"]
+    code, d = check(tmp_path, gave_up + [L.info(h, pid, 0, "Using network Socket")])
+    assert d["selected"] == "socket", d["summary"]
+
+
 def test_a_tcp_plugins_warn_names_its_transport(tmp_path):
     # GPUDirect-TCPX's progress WARN names its function, not a file (nccl#1652: the job
     # works, the first start-up is slow): the plugin carried the job, over TCP
