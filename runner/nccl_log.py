@@ -1474,6 +1474,14 @@ class _Proc:
                 if kind is not None:
                     self._weak(kind, seq)
                 self._take_ips(msg)
+            elif not c and self.weak_kind is None:
+                # any other line of a plugin's own (`NET/FastSocket : Flow placement
+                # enabled.`, nccl#1267 cut after it): the plugin initialised, as
+                # aws-ofi-nccl's version line says of it; a later choice still wins
+                k = msg.find(" ", 4)
+                kind = _net_kind(msg[4:k] if k > 0 else msg[4:])
+                if kind is not None:
+                    self._weak(kind, seq)
         elif msg.startswith("NET : Using"):  # NCCL 2.2-2.3 bootstrap interface
             self._take_ips(msg)
 

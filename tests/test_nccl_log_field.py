@@ -249,7 +249,7 @@ def test_rccls_own_verbs_networks_are_ib(tmp_path, net):
     assert "unknown-network" not in {w["code"] for w in d["warnings"]}
 
 
-def test_the_plugins_own_version_line_is_a_weak_ofi_choice(tmp_path):
+def test_a_plugins_own_init_line_is_a_weak_choice(tmp_path):
     # LUMI's docs and course quote `NET/OFI Using aws-ofi-rccl 1.4.0` as the proof that the
     # plugin carries RCCL's traffic (it printed `none`); the plugin giving up after it, or a
     # later choice, still wins
@@ -262,6 +262,13 @@ def test_the_plugins_own_version_line_is_a_weak_ofi_choice(tmp_path):
     assert d["selected"] == "none", d["summary"]
     code, d = check(tmp_path, gave_up + [L.info(h, pid, 0, "Using network Socket")])
     assert d["selected"] == "socket", d["summary"]
+    # ... as is a TCP plugin's own line after it loaded (nccl#1267, GCP, cut there)
+    fast = [L.info("instance-8g-1", 525765, 0, "NET/Plugin: Loaded net plugin FastSocket (v4)"),
+            L.info("instance-8g-1", 525765, 0, "NET/FastSocket : Flow placement enabled.")]
+    code, d = check(tmp_path, fast)
+    assert d["selected"] == "socket", d["summary"]
+    code, d = check(tmp_path, fast[:1])
+    assert d["selected"] == "none", d["summary"]
 
 
 def test_a_tcp_plugins_warn_names_its_transport(tmp_path):
