@@ -1273,12 +1273,29 @@ class _Proc:
         elif not _is_truncated_name(name):
             self._push("unknown_nets", name[:80], 4)
 
+    def take_warn_source(self, where: str, msg: str) -> None:
+        """What the source NCCL's prefix names for the WARN just taken (`file.cc:NN`, or a
+        plugin's function) says about it."""
+        file = where.split(":", 1)[0]
+        if _LOCAL_FILE.search(file):
+            self.local_seq = self.lines  # shared memory or P2P failed (see failure())
+        self.source_names_plugin(where)
+        if (msg.startswith("Attribute ") and _TOPO_FATAL.match(msg)) or (
+                _INIT_FAULT.match(msg) and _TOP_CHAIN_FILE.search(file)):
+            # the topology's XML lacks what NCCL needs: init returns an internal error
+            # (Azure's NHC on one VM, `graph/xml.h:85 ... busid of node nic not found`;
+            # aws-ofi-nccl#476 on p5), also where the paste holds no chain after it; or
+            # `init.cc:263 NCCL WARN Cuda failure 'initialization error'`: init itself
+            # failed, as a chain reaching init.cc says (nccl#1029)
+            self.top_seq = self.lines
+            self.chain_msg = self.chain_msg or msg[:200]
+
     def source_names_plugin(self, where: str) -> None:
         """A WARN whose source is a TCP plugin's function (`tcpxResult_t tcpxCommProgress(
         tcpxComm*):1231 NCCL WARN ... rx ctrl timeout`, GPUDirect-TCPX, nccl#1652): that
         plugin carries the job, where no line says which network was chosen."""
-        if self.weak_kind is None and _TCPX_SOURCE.search(where):
-            self._weak(Transport.SOCKET, self.lines)
+        if _TCPX_SOURCE.search(where):
+            self._weak_default(Transport.SOCKET, self.lines)
 
     def _strong(self, name: str, seq: int) -> None:
         if _net_kind(name) is not None:
@@ -1289,6 +1306,12 @@ class _Proc:
 
     def _weak(self, kind: Transport, seq: int) -> None:
         self.weak_kind, self.weak_seq, self.sel_seq = kind, seq, seq
+
+    def _weak_default(self, kind: Transport, seq: int) -> None:
+        """A weak choice from a line that only shows a network in use (a plugin's own init
+        line, IB's GPUDirect check), taken only where no device line chose before it."""
+        if self.weak_kind is None:
+            self._weak(kind, seq)
 
     def _rank(self, rank: int, nranks: int) -> None:
         if self.nranks is None or nranks > self.nranks:
@@ -1392,11 +1415,10 @@ class _Proc:
             m = _OFI_VERSION.match(msg)
             if m:
                 self.plugin_version = m.group("v")
-                if self.weak_kind is None:
-                    # the plugin initialised (a paste that kept only this line: LUMI's course
-                    # quotes it as the proof that OFI is used); a later choice, or the plugin
-                    # giving up, still wins
-                    self._weak(Transport.OFI, seq)
+                # the plugin initialised (a paste that kept only this line: LUMI's course
+                # quotes it as the proof that OFI is used); a later choice, or the plugin
+                # giving up, still wins
+                self._weak_default(Transport.OFI, seq)
                 return
             m = _LIBFABRIC_VERSION.match(msg)
             if m:
@@ -1431,14 +1453,12 @@ class _Proc:
             elif _IB_NO_DEVICE.match(msg):
                 self.ib_no_device = True
             elif _IB_GDR.match(msg):
-                if self.weak_kind is None:
-                    self._weak(Transport.IB, seq)
+                self._weak_default(Transport.IB, seq)
             else:
                 m = _IB_DEVICE_LINE.match(msg)
                 if m:  # NCCL 2.2-2.3 list the devices one per line, once IB found them
                     self._push("ib_devices", m.group("dev"))
-                    if self.weak_kind is None:
-                        self._weak(Transport.IB, seq)
+                    self._weak_default(Transport.IB, seq)
         elif msg.startswith("NET/Socket"):
             m = _NET_USING.match(msg)
             if m:
@@ -1460,8 +1480,7 @@ class _Proc:
                 # the plugin's retry WARNs (and the plugin in use)
                 kind = _net_kind(c.group("net"))
                 if kind is not None:
-                    if self.weak_kind is None:
-                        self._weak(kind, seq)
+                    self._weak_default(kind, seq)
                     self.chan_seq = seq
             if m:
                 kind = _net_kind(m.group("net"))
@@ -1481,7 +1500,7 @@ class _Proc:
                 k = msg.find(" ", 4)
                 kind = _net_kind(msg[4:k] if k > 0 else msg[4:])
                 if kind is not None:
-                    self._weak(kind, seq)
+                    self._weak_default(kind, seq)
         elif msg.startswith("NET : Using"):  # NCCL 2.2-2.3 bootstrap interface
             self._take_ips(msg)
 
@@ -1553,8 +1572,7 @@ class _Proc:
             collnet_fallback and self.last_warn is None and self.err_msg is None)
         if recovered:
             return None, None
-        if 0 <= self.local_seq >= max(self.err_seq, self.warn_seq, self.complete_seq) \
-                and not local and inter_node is not False:
+        if self.local_fault and not local and inter_node is not False:
             # shared memory or P2P setup failed (a full /dev/shm: `include/shm.h:48 NCCL WARN
             # Error while creating shared memory segment`, then `transport/shm.cc:101 -> 2`,
             # `transport.cc:30 -> 2`): the job failed, on no network (Paddle#55987); in a job
@@ -1660,6 +1678,11 @@ class _Proc:
         if self.net_channels:
             return self.channels_cross()
         return None
+
+    @property
+    def local_fault(self) -> bool:
+        """Shared memory or P2P failed, and no network error nor Init COMPLETE came after."""
+        return 0 <= self.local_seq >= max(self.err_seq, self.warn_seq, self.complete_seq)
 
     def channels_cross(self) -> bool:
         """Do its `via NET/` lines link to another node? Not where one process drives the
@@ -2344,27 +2367,12 @@ class LogAnalyser:
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
             where = m.groupdict().get("src")  # (_OLD_PREFIX has none)
-            if where and m.group("level") == "WARN" and _LOCAL_FILE.search(
-                    where.split(":", 1)[0]):
-                proc.local_seq = proc.lines
             if where and m.group("level") == "WARN":
-                proc.source_names_plugin(where)
-            if where and m.group("level") == "WARN" and msg.startswith("Attribute ") \
-                    and _TOPO_FATAL.match(msg):
-                # the topology's XML lacks what NCCL needs: init returns an internal error
-                # (Azure's NHC on one VM, `graph/xml.h:85 ... busid of node nic not found`;
-                # aws-ofi-nccl#476 on p5), also where the paste holds no chain after it
-                proc.top_seq = proc.lines
-                proc.chain_msg = proc.chain_msg or msg[:200]
-            if where and m.group("level") == "WARN" and _INIT_FAULT.match(msg) \
-                    and _TOP_CHAIN_FILE.search(where.split(":", 1)[0]):
-                # `init.cc:263 NCCL WARN Cuda failure 'initialization error'`: init itself
-                # failed, as a chain reaching init.cc says (nccl#1029)
-                proc.top_seq = proc.lines
-                proc.chain_msg = proc.chain_msg or msg[:200]
+                proc.take_warn_source(where, msg)
             return
         rest, labels = self._outer(text)
         dev: int | None = None
+        pid: int | None = None
         d = _DEV_NCCL.match(rest) or _LOOSE_PREFIX.match(rest)
         if d:
             dev, level, msg = int(d.group("dev")), d.group("level") or "WARN", rest[d.end():]
@@ -2407,8 +2415,6 @@ class LogAnalyser:
                 level, msg = "INFO", v.group("msg")
         label = labels.get("label")
         host = labels.get("host") or (f"rank{labels['rank']}" if "rank" in labels else None)
-        pid = int(d.group("pid")) if d is not None and "pid" in d.re.groupindex \
-            and d.group("pid") else None
         proc = self._proc(("", src, label), host or label or src, pid, False, src)
         if proc is None:
             return
@@ -2762,7 +2768,7 @@ class _Judge:
             reports = [replace(r, transport=Transport.NONE, selected=Transport.NONE,
                                failure=None, attempted=None)
                        if r.failure == _NO_DEVICE_ONLY else r for r in reports]
-        reports = self._tests_failed(reports)
+        reports = self._failed_by_other_lines(reports)
         self.ranks = tuple(sorted(
             reports,
             key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,
@@ -2860,7 +2866,7 @@ class _Judge:
             return True, n_ident
         return None, n_ident
 
-    def _tests_failed(self, reports: list[RankReport]) -> list[RankReport]:
+    def _failed_by_other_lines(self, reports: list[RankReport]) -> list[RankReport]:
         """nccl-tests said a NCCL call failed with a network's error (`Test NCCL failure
         common.cu:345 'unhandled system error'`) where NCCL's own lines show no failure
         (the paste holds no WARN): the ranks on that host that crossed nodes failed on
@@ -2871,8 +2877,9 @@ class _Judge:
         left as they are."""
         fails = {h: f"nccl-tests: Test NCCL failure '{e}'"
                  for h, e in self.a._tests_failures.items() if _TESTS_NET_ERROR.search(e)}
+        ranks = {id(p) for p in self.reportable}
         for p in self.all_procs:
-            if p.link_seq >= 0 and p.err_msg and p not in self.reportable:
+            if p.link_seq >= 0 and p.err_msg and id(p) not in ranks:
                 fails.setdefault("", p.err_msg)
         active = (Transport.OFI, Transport.IB, Transport.SOCKET)
         if not fails or any(r.transport is Transport.FAILED for r in reports):
@@ -2994,8 +3001,7 @@ class _Judge:
         transport = _worst(r.transport for r in active)
         selected = _worst(r.selected for r in with_sel)
         attempted_s = _most_common(r.attempted.value for r in failed if r.attempted)
-        local = {(p.host, p.pid) for p in self.all_procs
-                 if 0 <= p.local_seq >= max(p.err_seq, p.warn_seq)}
+        local = {(p.host, p.pid) for p in self.all_procs if p.local_fault}
         if failed and not attempted_s and (self.inter_node is True or not all(
                 (r.host, r.pid) in local for r in failed)):
             # the failed ranks died before naming a network (a bootstrap error): the job was
