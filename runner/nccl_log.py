@@ -319,10 +319,10 @@ _LOOSE_PREFIX = re.compile(
 # NCCL's level after a prefix that no rule above knows (`[09:14:02] [gpu-x rank 0] NCCL INFO`,
 # `[pod/w-0/main] NCCL INFO`, journald's `host prog[pid]: NCCL INFO`): the prefix, clock times
 # taken out, names the process (the last resort: NCCL's own prefix is gone)
-# (not the tail of NCCL's own prefix that a splice cut, `0119:40126 [3] NCCL INFO`: a number
-# before the device makes no process)
+# (not the tail of NCCL's own prefix that a splice cut, `0119:40126 [3] NCCL INFO` or just
+# `0] NCCL INFO`: a number before the device, or a device's bracket alone, makes no process)
 _ANY_PREFIX_NCCL = re.compile(r"^(?P<pre>[^\n]{1,160}?) ?\bNCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
-_CUT_PREFIX_TAIL = re.compile(r"\d \[-?\d+\]\s*$")
+_CUT_PREFIX_TAIL = re.compile(r"\d \[-?\d+\]\s*$|^-?\d*\]\s*$")
 _CLOCK = re.compile(r"\d{4}-\d\d-\d\d|\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?|[\[\]]")
 _BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:line`
     r"^(?:[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?|[A-Za-z_][\w:~]*:\d+ )?"
@@ -378,6 +378,9 @@ _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|net
 # Using network Socket`, LLaMA-Factory#6111): split before each record after a blank.
 _FLAT_HEAD = re.compile(
     r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] NCCL (?:INFO|WARN) ")
+# ... but a record whose `host:pid:tid` is glued to the text before it (`[send]nid1:85:85 [1]
+# NCCL INFO`: another process's line, spliced in) shows only its `[1] NCCL INFO` as a head
+_GLUED_PID_TID = re.compile(r":\d+:\d+ $")
 # nccl-tests prints where every rank of the job runs, before NCCL's own lines:
 # `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group;
 # a page that rendered the paste as markdown made the `#` lines headings, without the `#`)
@@ -1006,8 +1009,8 @@ class _Proc:
         "socket_ifaces", "nccl_version", "library", "plugin", "plugin_api", "plugin_version",
         "libfabric_version", "plugin_missing", "plugin_failed", "plugin_failed_seq", "not_found",
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
-        "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind", "chain_msg",
-        "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
+        "weak_in_use", "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind",
+        "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
         "link_seq", "chan_rank_max",
     )
@@ -1055,6 +1058,8 @@ class _Proc:
         self.label: str | None = None
         self.sel_seq = -1  # last network choice (strong or weak)
         self.weak_kind: Transport | None = None  # what the last device line chose
+        # the weak choice is only a line showing a network in use (_weak_default)
+        self.weak_in_use = False
         self.weak_seq = -1
         self.complete_seq = -1  # last "Init COMPLETE"
         self.chan_seq = -1  # last "via NET/..." line
@@ -1095,7 +1100,7 @@ class _Proc:
             mine, theirs = getattr(self, name), getattr(other, name)
             if name in ("host", "pid", "real", "rank", "nranks", "label") or name.endswith(
                     "_seq") or name in ("err_msg", "err_kind", "chain_msg", "fatal_msg",
-                                        "weak_kind"):
+                                        "weak_kind", "weak_in_use"):
                 continue
             if name == "ranks_seen":
                 if theirs and len(mine) < _MAX_RANKS_SEEN:
@@ -1122,7 +1127,7 @@ class _Proc:
         if other.nranks is not None and (self.nranks is None or other.nranks > self.nranks):
             self.rank, self.nranks = other.rank, other.nranks
         if self.weak_kind is None and other.weak_kind is not None:
-            self.weak_kind = other.weak_kind
+            self.weak_kind, self.weak_in_use = other.weak_kind, other.weak_in_use
         if self.err_kind is None and other.err_kind is not None:
             self.err_kind, self.err_msg = other.err_kind, self.err_msg or other.err_msg
         if other.complete_seq >= 0 and self.complete_seq < 0:
@@ -1306,12 +1311,14 @@ class _Proc:
 
     def _weak(self, kind: Transport, seq: int) -> None:
         self.weak_kind, self.weak_seq, self.sel_seq = kind, seq, seq
+        self.weak_in_use = False
 
     def _weak_default(self, kind: Transport, seq: int) -> None:
         """A weak choice from a line that only shows a network in use (a plugin's own init
         line, IB's GPUDirect check), taken only where no device line chose before it."""
         if self.weak_kind is None:
             self._weak(kind, seq)
+            self.weak_in_use = True
 
     def _rank(self, rank: int, nranks: int) -> None:
         if self.nranks is None or nranks > self.nranks:
@@ -1516,10 +1523,17 @@ class _Proc:
     # -- classification -------------------------------------------------------------------
     @property
     def has_net_evidence(self) -> bool:
+        return self.has_choice_evidence or self.weak_in_use
+
+    @property
+    def has_choice_evidence(self) -> bool:
+        """Network evidence beyond a line that only shows a network in use: the tail of a
+        cut line (`0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.6.0`, its host went to another
+        line) holds nothing more, and makes no rank of its own beside the real ones."""
         return bool(
             self.nets or self.via_nets or self.provider or self.ib_devices or self.socket_ifaces
             or self.not_found or self.ib_no_device or self.plugin_missing or self.unknown_nets
-            or self.weak_kind or self.fatal_msg or self.err_msg
+            or (self.weak_kind and not self.weak_in_use) or self.fatal_msg or self.err_msg
             or self.local_seq >= 0  # shared memory or P2P failed: the job failed at init
         )
 
@@ -2320,7 +2334,9 @@ class LogAnalyser:
         if text.count("NCCL ") > 1:  # possibly two writers on one line
             heads = list(_FLAT_HEAD.finditer(text))
             who = {m.group("who") for m in heads if m.group("who")}
-            if len(heads) > 1 and len(who) <= 1:
+            if len(heads) > 1 and len(who) <= 1 and not any(
+                    not m.group("pre") and _GLUED_PID_TID.search(text, 0, m.start())
+                    for m in heads):
                 # ... or one process's records joined by blanks (a splice is two processes'
                 # records): each is a line, under the first one's host:pid:tid if it had one
                 cuts = [0] + [m.start() for m in heads[1:]] + [len(text)]
@@ -2566,10 +2582,12 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
        than it does and is the only such, and each of its processes can be the one with the
        same pid there (then they are merged).
     2. Left over (e.g. one rank per node): within one pid, a process is folded into a related
-       one with more lines (ties are left alone).
+       one with more lines (ties are left alone); one whose host was cut whole (`:7:7 [0]`)
+       into the only process of that pid with a host.
 
     A process is never folded into one that contradicts it: another rank of the same
-    communicator, or addresses that share none (`gpu1` and `agpu1` are both real hosts).
+    communicator, or addresses of which the other host shows none (`gpu1` and `agpu1` are
+    both real hosts; a machine's several NICs are one host's addresses).
 
     Related hosts are found through an index of host-name suffixes, so the work is linear in
     the number of processes (times the length of a host name), never pairwise. Works on
@@ -2577,7 +2595,7 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     order of the lines of different processes.
     """
     real = [p for p in procs if p.real and p.pid is not None
-            and 0 < len(p.host) <= _MERGE_HOST_MAX]
+            and len(p.host) <= _MERGE_HOST_MAX]
     if len(real) < 2:
         return procs
     pids_on_host = Counter(p.host for p in real)
@@ -2589,9 +2607,13 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     for p in real:
         procs_of.setdefault(p.host, []).append(p)
 
+    host_ips: dict[str, set[str]] = {}  # a machine has several (bootstrap, socket NICs)
+    for p in real:
+        host_ips.setdefault(p.host, set()).update(ip for ip in p.ips if not _loopback(ip))
+
     def apart(a: _Proc, b: _Proc) -> bool:
         ia = {ip for ip in a.ips if not _loopback(ip)}
-        ib = {ip for ip in b.ips if not _loopback(ip)}
+        ib = host_ips.get(b.host, set())
         return (bool(ia) and bool(ib) and ia.isdisjoint(ib)) or (
             a.nranks is not None and a.nranks == b.nranks
             and not set(a.ranks_seen) & set(b.ranks_seen))
@@ -2659,6 +2681,9 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
         for small in group:
             cands = [by_host[s] for s in _suffixes(small.host) if s in by_host]
             cands += ends.get(small.host, ())
+            if not small.host:  # the whole host cut (`:40068:40068 [0] ...`): the one
+                named = [g for g in group if g.host]  # process of that pid that has one
+                cands += named if len(named) == 1 else ()
             owners = [g for g in cands if g.lines > small.lines and id(g) not in gone
                       and not apart(small, g)]
             if owners:
@@ -2691,7 +2716,7 @@ def _bootstrap_only(procs: list[_Proc]) -> list[_Proc]:
         if p.weak_kind is Transport.SOCKET and not p.ib_no_device and not p.nets \
                 and not p.via_nets and not p.socket_is_choice:
             p = p.copy()  # the analyser's own state stays as it was (more lines may come)
-            p.weak_kind, p.weak_seq, p.sel_seq = None, -1, -1
+            p.weak_kind, p.weak_seq, p.sel_seq, p.weak_in_use = None, -1, -1, False
         out.append(p)
     return out
 
@@ -2742,7 +2767,8 @@ class _Judge:
         # its host cut off by a splice)
         real_pids = {p.pid for p in procs if p.real}
         self.reportable = [p for p in procs if p.real or (
-            p.has_net_evidence and (p.label or not set(p.sources) & real_sources)
+            (p.has_net_evidence if not set(p.sources) & real_sources
+             else p.label and p.has_choice_evidence)
             and (p.pid is None or p.pid not in real_pids))]
         self.inter_node, self.identities = self._inter_node()
         pid_count = Counter(p.pid for p in self.reportable if p.pid is not None)

@@ -547,6 +547,65 @@ def test_merged_line_drops_the_cut_part():
     assert [(r.host, r.transport) for r in v.ranks] == [("n1", Transport.SOCKET)]
 
 
+@pytest.mark.parametrize("rank_fn,rates", [
+    (L.ofi_cxi_rank, (0.05, 0.15)), (L.ofi_efa_rank, (0.05, 0.15)), (L.ib_rank, (0.05, 0.15)),
+    (L.legacy_rank, (0.05, 0.15)), (L.rccl_rank, (0.05, 0.15)), (L.socket_rank, (0.05,)),
+])
+def test_spliced_lines_make_no_phantom_process(rank_fn, rates):
+    """Two writers cutting each other's lines (5 % and 15 % of lines) leave head and tail
+    fragments: none may become a process of its own, nor a node."""
+    streams = L.job(rank_fn)
+    ref = analyse(L.interleave(streams, 0))
+    assert len(ref.ranks) == 8 and ref.nodes == 2
+    for rate in rates:
+        for seed in range(20):
+            v = analyse(L.cut_merge(L.interleave(streams, seed), seed, rate=rate))
+            assert sorted((r.host, r.pid) for r in v.ranks) == sorted(
+                (r.host, r.pid) for r in ref.ranks), (rate, seed)
+            assert v.nodes == 2, (rate, seed)
+
+
+def test_splice_fragments_are_folded_into_their_process():
+    h = "nid001000"
+    own = [L.info(h, 40000, 0, "Bootstrap : Using hsn0:10.100.0.1<0>"),
+           L.info(h, 40000, 0, "NET/OFI Selected Provider is cxi (found 4 nics)"),
+           L.info(h, 40000, 0, "Using network AWS Libfabric"),
+           L.info(h, 40017, 1, "Bootstrap : Using hsn0:10.100.0.1<0>"),
+           L.info(h, 40017, 1, "Using network AWS Libfabric")]
+    # the tail of `nid001000:40000:40000 [0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.6.0`
+    # whose head went to another line: no launcher's label `0]`, no process
+    v = analyse([*own, "0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.6.0"])
+    assert [(r.host, r.pid) for r in v.ranks] == [(h, 40000), (h, 40017)]
+    # a host cut whole: the line is the one process with that pid
+    v = analyse([*own, ":40017:40017 [1] NCCL INFO NET/Plugin: Loaded net plugin AWS "
+                 "Libfabric (v6)"])
+    assert [(r.host, r.pid) for r in v.ranks] == [(h, 40000), (h, 40017)]
+    assert v.ranks[1].plugin == "AWS Libfabric"
+    # ... but where two processes on two hosts have that pid, it cannot say whose it is
+    other = L.info("nid001001", 40017, 1, "Using network AWS Libfabric")
+    v = analyse([*own, other, ":40017:40017 [1] NCCL INFO NET/OFI Selected Provider is cxi"])
+    assert ("", 40017) in [(r.host, r.pid) for r in v.ranks]
+    # a spliced head `...IP` + host: the made-up host's address is one its machine has,
+    # though not the one its own process printed
+    v = analyse([*own, L.info(h, 40000, 0, "NET/Socket : Using [0]hsn1:10.250.0.1<0>"),
+                 L.info(h, 40034, 2, "Bootstrap : Using hsn0:10.100.0.1<0>"),
+                 L.info(h, 40034, 2, "Using network AWS Libfabric"),
+                 L.info("10.100.0.1" + h, 40017, 1, "NET/Socket : Using [0]hsn1:10.250.0.1<0>")])
+    assert [(r.host, r.pid) for r in v.ranks] == [(h, 40000), (h, 40017), (h, 40034)]
+
+
+def test_a_prefix_glued_to_a_cut_line_is_another_process():
+    """`[send]nid1:40085:40085 [1] NCCL INFO`: the splice shows a bare `[1] NCCL INFO` after
+    a blank, like one process's records joined by blanks, but its host:pid:tid is there."""
+    a = L.info("nid001001", 40119, 3, "Channel 01/0 : 7[3] -> 3[3] [send]", tid=40126)
+    b = L.info("nid001001", 40085, 1, "comm 0x55d0 rank 5 nRanks 8 nNodes 2 localRanks 4 "
+               "localRank 1 MNNVL 0")
+    c = L.info("nid001001", 40119, 3, "comm 0x55d1 rank 7 nRanks 8 nNodes 2 localRanks 4 "
+               "localRank 3 MNNVL 0")
+    v = analyse([c, a + b])
+    assert sorted((r.pid, r.rank) for r in v.ranks) == [(40085, 5), (40119, 7)]
+
+
 def test_random_garbage_never_crashes():
     rng = random.Random(42)
     alphabet = "NCCL INFO WARN NET/OFI/IB/Socket :[]0123456789 via Using network\x1b\r\t\xff"
