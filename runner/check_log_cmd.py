@@ -128,7 +128,9 @@ def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
         else:
             where = "-"
         plugin = " ".join(x for x in (r.plugin, f"({r.plugin_api})" if r.plugin_api else None,
-                                      r.plugin_version and f"aws-ofi-nccl {r.plugin_version}")
+                                      r.plugin_version and "aws-ofi-{} {}".format(
+                                          "rccl" if (r.library or verdict.library) == "rccl"
+                                          else "nccl", r.plugin_version))
                           if x) or ("internal" if r.plugin_missing else "-")
         nccl = r.nccl_version or verdict.nccl_version or "-"
         rows.append((str(r.rank) if r.rank is not None else "?", r.who, r.transport.value,

@@ -211,22 +211,28 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
               "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+"
               "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*$)")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
-# a markdown quote (`> `, a reporter quoting the whole paste).
+# a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
+# Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
+# address (`10.3.35.83: `), and aws-ofi-nccl's own logger in its test programs
+# (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22).
 # At most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
 # never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
 _OUTER_HEAD_PLAIN = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
                      r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |"
-                     r"> ?){0,3}")
+                     r"> ?|#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |"
+                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: ){0,3}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
-                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+){0,3}+")
+                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
+                   r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |"
+                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: ){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[ |0-9A-Z>]|nccl|comm |rank )"
+_BARE_START = r"(?=[\[ |0-9A-Z>#]|nccl|comm |rank )"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
@@ -322,6 +328,8 @@ _LOOSE_PREFIX = re.compile(
 # (not the tail of NCCL's own prefix that a splice cut, `0119:40126 [3] NCCL INFO` or just
 # `0] NCCL INFO`: a number before the device, or a device's bracket alone, makes no process)
 _ANY_PREFIX_NCCL = re.compile(r"^(?P<pre>[^\n]{1,160}?) ?\bNCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+# aws-ofi-nccl's own logger, as its test programs (nccl_message_transfer, ring) print it
+_OFI_TEST_HEAD = re.compile(r"^(?P<level>INFO|WARN|TRACE): Function: \w+ Line: \d+: ")
 _CUT_PREFIX_TAIL = re.compile(r"\d \[-?\d+\]\s*$|^-?\d*\]\s*$")
 _CLOCK = re.compile(r"\d{4}-\d\d-\d\d|\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?|[\[\]]")
 _BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:line`
@@ -360,8 +368,11 @@ _OUTER_PREFIXES = (
     re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
     re.compile(r"^> ?"),  # a markdown quote (`> > ` nested: one at a time)
+    re.compile(r"^#{1,3}[ \t]{1,4}"),  # a comment quoting the log (nccl-tests' `#` lines
+    # hold no NCCL line, and their rank table is read before any prefix is taken)
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
+    re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}): "),  # pdsh's "10.3.35.83: " (any line)
     # NCCL's own prefix with placeholders pasted over it: `[Node-A]:[PID]:[Thread] [0] `
     re.compile(r"^\[?(?P<host>[A-Za-z][\w.\-]*)\]?:(?:\[\w+\]|<\w+>|[A-Za-z]\w*):"
                r"(?:\[\w+\]|<\w+>|[A-Za-z]\w*) (?=\[\d+\] )"),
@@ -378,9 +389,10 @@ _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|net
 # Using network Socket`, LLaMA-Factory#6111): split before each record after a blank.
 _FLAT_HEAD = re.compile(
     r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] NCCL (?:INFO|WARN) ")
-# ... but a record whose `host:pid:tid` is glued to the text before it (`[send]nid1:85:85 [1]
-# NCCL INFO`: another process's line, spliced in) shows only its `[1] NCCL INFO` as a head
-_GLUED_PID_TID = re.compile(r":\d+:\d+ $")
+# ... but a record whose `host:pid:tid` is glued to the text before it shows only its `[1]
+# NCCL INFO` as a head: another process's line spliced in (`[send]nid1:85:85 [1] NCCL INFO`),
+# unless it has the first one's pid (newlines lost between one process's lines: aws-ofi-nccl#990)
+_GLUED_PID_TID = re.compile(r":(?P<pid>\d+):\d+ $")
 # nccl-tests prints where every rank of the job runs, before NCCL's own lines:
 # `#  Rank  3 Group  0 Pid  80221 on gpu-a07 device  3 [0x82] NVIDIA A100` (older: no Group;
 # a page that rendered the paste as markdown made the `#` lines headings, without the `#`)
@@ -1203,6 +1215,15 @@ class _Proc:
                 self._rank(int(m.group("rank")), int(m.group("nranks")))
         if " -> " in msg:
             m = _CHAIN.match(msg)
+            if m and m.group("code") != "0" and self.provider_seq >= 0 \
+                    and self.plugin_failed is None and self.complete_seq < 0 \
+                    and m.group("file").endswith("plugin/net.cc"):
+                # NCCL's plugin loader passing up the error of a plugin's init after it
+                # chose a provider (aws-ofi-nccl 1.6 with `verbs;ofi_rxm`: `NET/OFI Invalid
+                # type of PCI bus returned 0`, `plugin/net.cc:118 -> 2`): the plugin gave
+                # up, and NCCL goes on with its own IB or sockets (a committed sglang log)
+                self.plugin_failed = f"net plugin init returned an error ({msg[:120]})"
+                self.plugin_failed_seq = seq
             if m and m.group("code") != "0":
                 # (the proxy's progress thread returning an error fails the communicator's
                 # operations: `proxy.cc:878 -> 6 [Progress Thread]`, `[Proxy Thread]` before
@@ -1422,6 +1443,8 @@ class _Proc:
             m = _OFI_VERSION.match(msg)
             if m:
                 self.plugin_version = m.group("v")
+                if msg.startswith("rccl", m.start("v") - 5):  # `aws-ofi-rccl 1.4.0`: RCCL's
+                    self.library = "rccl"
                 # the plugin initialised (a paste that kept only this line: LUMI's course
                 # quotes it as the proof that OFI is used); a later choice, or the plugin
                 # giving up, still wins
@@ -1800,6 +1823,47 @@ class _StateChange:
         for k, v in self.lf_providers.items():
             if v:
                 a._lf_providers[k] += v * times
+
+
+def _one_process_records(text: str) -> list[str] | None:
+    """The records of one line that holds several of one process's (a paste that lost its
+    newlines: GitHub's quote-reply joins them with blanks, LLaMA-Factory#6111; or glues
+    them, `...32 nics)h100-316:1747:1747 [1] NCCL INFO ...`, aws-ofi-nccl#990), each under
+    the first one's `host:pid:tid` where it lost its own; None where the line holds another
+    process's record too (a splice) or one record only.
+
+    A record's own prefix glued to the text before it shows either as a longer name
+    (`nics)h100-316:1747`, after a blank) or not at all (`12080h100-316:1747:1747 [1]`:
+    the head is `[1] NCCL INFO`); both end with the first record's host and pid."""
+    heads = list(_FLAT_HEAD.finditer(text))
+    if len(heads) < 2:
+        return None
+    ref = next((m.group("who") for m in heads if m.group("who")), None)
+    cuts, bare = [0], [False]
+    for m in heads[1:]:
+        who, at = m.group("who"), m.start()
+        if who:
+            if who != ref:
+                if not (ref and who.endswith(ref) and (
+                        who[-len(ref) - 1] in ")]>\"'.,;" or who[-len(ref) - 1].isdigit())):
+                    return None  # another process's record: a splice
+                at += len(who) - len(ref)
+        else:
+            g = _GLUED_PID_TID.search(text, 0, at)
+            if g:
+                if ref is None or ref.rpartition(":")[2] != g.group("pid"):
+                    return None
+                host = ref.rpartition(":")[0]
+                k = text.rfind(host, 0, g.start())
+                if k <= cuts[-1] or k + len(host) != g.start():
+                    return None
+                at = k
+        cuts.append(at)
+        bare.append(not who and at == m.start())
+    cuts.append(len(text))
+    own = heads[0].group("pre") or ""
+    return [own + text[a:b].rstrip() if bare[k] else text[a:b].rstrip()
+            for k, (a, b) in enumerate(zip(cuts, cuts[1:]))]
 
 
 def _pass_hits(data: bytes, pos: int, h: int) -> list[int]:
@@ -2332,18 +2396,10 @@ class LogAnalyser:
                 proc.take(level, text[j + 1:] if j >= 0 else "")
                 return
         if text.count("NCCL ") > 1:  # possibly two writers on one line
-            heads = list(_FLAT_HEAD.finditer(text))
-            who = {m.group("who") for m in heads if m.group("who")}
-            if len(heads) > 1 and len(who) <= 1 and not any(
-                    not m.group("pre") and _GLUED_PID_TID.search(text, 0, m.start())
-                    for m in heads):
-                # ... or one process's records joined by blanks (a splice is two processes'
-                # records): each is a line, under the first one's host:pid:tid if it had one
-                cuts = [0] + [m.start() for m in heads[1:]] + [len(text)]
-                own = heads[0].group("pre") or ""
-                for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
-                    part = text[a:b].rstrip()
-                    self._piece(own + part if k and not heads[k].group("pre") else part, src)
+            records = _one_process_records(text)
+            if records is not None:
+                for part in records:
+                    self._piece(part, src)
                 return
             matches = list(_NCCL_PREFIX.finditer(text))
         else:
@@ -2407,6 +2463,10 @@ class LogAnalyser:
                 # one process per pid (not a real one: no host says where it ran)
                 labels = {**labels, "label": (labels.get("label", "") + " pid " +
                                               d.group("pid")).strip()}
+        elif rest[:1] in "IWT" and _OFI_TEST_HEAD.match(rest):
+            # aws-ofi-nccl's test programs log with their own prefix, no pid or host
+            t = _OFI_TEST_HEAD.match(rest)
+            level, msg = t.group("level"), rest[t.end():]  # type: ignore[union-attr]
         elif _BARE_MSG.match(rest):
             # no level and no prefix left (a paste stripped of both): the plugin's error
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
@@ -2707,9 +2767,15 @@ def _bootstrap_only(procs: list[_Proc]) -> list[_Proc]:
     a job with no IB line after it (a paste cut before its `NET/IB : Using` line) chose no
     network yet; after `NET/IB : No device found` the socket it found is what it uses, as
     it is after `Failed to open libibverbs.so` or where the bootstrap printed its own
-    `Bootstrap : Using` line (NCCL 2.4.7-2.4.8: fairseq#2329, NVIDIA/nccl#257)."""
+    `Bootstrap : Using` line (NCCL 2.4.7-2.4.8: fairseq#2329, NVIDIA/nccl#257).
+    A paste without the version line shows the era by that order: a process whose IB line
+    came after its NET/Socket line (from 2.5 on, NCCL prints a NET/Socket line only where
+    it found no IB device, after saying so; nccl-tests#29)."""
     version = _most_common((p.nccl_version for p in procs), key=_version_tuple)
-    if not version or _version_tuple(version) >= (2, 5):
+    if version and _version_tuple(version) >= (2, 5):
+        return procs
+    if not version and not any(p.weak_kind is Transport.IB and p.socket_ifaces
+                               and not p.ib_no_device for p in procs):
         return procs
     out = []
     for p in procs:
@@ -3107,10 +3173,12 @@ class _Judge:
         other_failed = [r for r in failed if r.failure and not r.failure.startswith("network ")]
         if other_failed:
             what = other_failed[0].attempted or attempted
-            trying = f" while trying {what.value}" if what else ""
+            after = all(r.failed_after_init for r in other_failed)  # as the summary says
+            trying = f" {'on' if after else 'while trying'} {what.value}" if what else ""
             self.warn("net-init-failed",
-                      f"NCCL network init failed on {_frac(len(other_failed), total)} ranks"
-                      f"{trying} ({other_failed[0].failure})")
+                      f"NCCL network {'failed after init' if after else 'init failed'} on "
+                      f"{_frac(len(other_failed), total)} ranks{trying} "
+                      f"({other_failed[0].failure})")
         sockets = [r for r in active if r.transport is Transport.SOCKET]
         if sockets and kind.needs_network:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
@@ -3224,7 +3292,7 @@ class _Judge:
             verdict=verdict, transport=transport, active=active, with_sel=with_sel, total=total,
             slow=slow, failed=failed, fabric=fabric, kind=kind, fab_note=fab_note,
             nccl_version=nccl_version, plugin=plugin, plugin_version=plugin_version,
-            hazard=hazard, library=library, kinds=kinds)
+            hazard=hazard, library=library, kinds=kinds, nodes=nodes)
         order = {c: i for i, c in enumerate(WARNING_CODES)}
         warnings = tuple(sorted(self.warnings, key=lambda w: order[w.code]))
         return LogVerdict(
@@ -3264,7 +3332,7 @@ class _Judge:
 
     def _summary(self, *, verdict, transport, active, with_sel, total, slow, failed, fabric,
                  kind, fab_note, nccl_version, plugin, plugin_version, hazard, library,
-                 kinds) -> str:
+                 kinds, nodes) -> str:
         fab = fabric.value if fabric else None
         details = []
         if nccl_version:
@@ -3300,6 +3368,9 @@ class _Judge:
             if kind.needs_network:
                 return (f"fabrikit: WARNING {base}: cannot confirm the {fab} fast path "
                         "(run with NCCL_DEBUG=INFO)")
+            if nodes and nodes > 1:  # no single node: NCCL said nNodes, or hosts differ
+                return (f"fabrikit: {base}, though the job spans {nodes} nodes (the log may "
+                        "end before NCCL chose a network)")
             return f"fabrikit: {base} (single node, or NCCL_DEBUG=INFO not set)"
         if verdict is Verdict.SINGLE_NODE:
             label, n = top(with_sel, "selected_label")

@@ -76,6 +76,10 @@ EDGES = [
     b"gn07:51320:51417 [0] NCCL INFO Channel 00/32 :    0",  # a ring of one rank, ...
     b"Ring 01 :&nbsp;0 \r",
     b"Channel 02/32 :    0 then text",  # ... not followed by more
+    b"#   Using network Socket",  # a comment quoting the log
+    b"# Using devices",  # none: nccl-tests' own
+    b"INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa",  # aws-ofi-nccl's
+    b"10.3.35.83: WARN: Function: main Line: 66: NET/OFI OFI NCCL failure: 2",  # ... under pdsh
 ]
 
 
@@ -92,7 +96,7 @@ def test_the_same_lines_as_the_python_passes(finder):
     missed = [e for e in EDGES if e not in edges]
     assert missed == [EDGES[1], EDGES[2], EDGES[5], EDGES[6], EDGES[8], EDGES[10],
                       b"XFI_ only", b"#", EDGES[23], b"  WARN NCCL",
-                      b"Channel 02/32 :    0 then text"]
+                      b"Channel 02/32 :    0 then text", b"# Using devices"]
 
 
 def test_the_looser_bare_pass_is_confirmed(finder):

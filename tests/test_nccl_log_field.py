@@ -2347,6 +2347,24 @@ def _round_21() -> list[str]:
     return lines
 
 
+def _round_24() -> list[str]:
+    """Round 24's shapes: a comment quoting a log, aws-ofi-nccl's test-program logger under
+    pdsh's address, one process's records glued without newlines, a plugin's init error
+    passed up by NCCL's loader."""
+    lines = ["#   NET/Plugin: Could not find: libnccl-net.so", "#   Using network Socket",
+             "10.3.35.83: INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa",
+             "10.3.35.83: WARN: Function: main Line: 66: NET/OFI OFI NCCL failure: 2",
+             "WARN: Function: create_nccl_ofi_component Line: 459: NET/OFI Couldn't open AV. "
+             "RC: -22, ERROR: Invalid argument",
+             L.info("p5-316", 1747, 1, "Bootstrap: Using enp71s0:10.200.32.73<0>")
+             + L.info("p5-316", 1747, 1, "NCCL version 2.27.3+cuda12.9")]
+    lines += [L.info("sg-8", 2070, 1, m) for m in (
+        "NET/OFI Selected Provider is verbs;ofi_rxm (found 58 nics)",
+        "NET/OFI Invalid type of PCI bus returned 0", "plugin/net.cc:118 -> 2",
+        "Assigned NET plugin IB to comm", "Using network IB")]
+    return lines
+
+
 CASES = {
     "pasted-warns": _pasted_warns,
     "legacy-ofi-cloudwatch": lambda: L.cloudwatch(L.interleave(
@@ -2358,6 +2376,7 @@ CASES = {
     "spliced": lambda: L.cut_merge(L.interleave(job(L.ofi_cxi_rank), 6), 6, rate=0.1),
     "round-20": _round_20,
     "round-21": _round_21,
+    "round-24": _round_24,
 }
 
 
@@ -2777,3 +2796,142 @@ def test_job_end_failed_step_prints_verdict_then_cause(tmp_path):
     assert proc.returncode == 1 and out[0] == want and len(out) == 2, proc.stdout + proc.stderr
     assert want.startswith("fabrikit: ERROR NCCL network init failed on 8/8 ranks")
     assert out[1].startswith("fabrikit: FAILED: task 1 on node nid001001 failed first")
+
+
+# --------------------------------------------------------------------------------------------
+# Round 24 (six helpers, 145 real logs: aws-ofi-nccl/EFA, RCCL, Slingshot sites, IB/RoCE,
+# NCCL 2.2-2.7, logs kept in unusual places)
+
+def test_a_comment_quoting_the_log_is_read(tmp_path):
+    # NCSA Delta's job script notes what its runs printed, as comments
+    code, d = check(tmp_path, ["# what NCCL says when the plugin is missing:",
+                               "#   NET/Plugin: Could not find: libnccl-net.so",
+                               "#   NET/IB : No device found.", "#   Using network Socket"])
+    assert d["transport"] == "socket"
+    code, d = check(tmp_path, ["#   NET/Plugin: Loaded net plugin Libfabric (v11)",
+                               "#   NET/OFI Selected provider is cxi, fabric is cxi (found 1 nics)",
+                               '#   Using network Libfabric      <-- NOT "Using network Socket"'])
+    assert (d["transport"], d["provider"]) == ("ofi", "cxi")
+    # nccl-tests' own `#` lines are no NCCL line
+    code, d = check(tmp_path, ["# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor)",
+                               "#  Rank  0 Group  0 Pid  11 on gpu-a07 device  0 [0x07] A100",
+                               "# Using devices", L.info("gpu-a07", 11, 0, "Using network IB")])
+    assert [(r["host"], r["selected"]) for r in d["ranks"]] == [("gpu-a07", "ib")]
+    assert d["transport"] == "none"  # its one rank, on one host (the rank table says so)
+
+
+def test_nccl_2_4_without_its_version_line_is_told_by_the_order_of_its_lines(tmp_path):
+    # nccl-tests#29: every rank's bootstrap NET/Socket line comes before its NET/IB line; a
+    # rank the paste cut after its NET/Socket line chose nothing yet
+    streams = job(L.legacy_rank, nccl="2.4.8", net="IB", version_line=False)
+    streams[5] = streams[5][:1]  # `NET/Socket : Using [0]ib0:...` only
+    code, d = check(tmp_path, L.interleave(streams, 2), "--fabric", "infiniband")
+    assert (d["transport"], d["mixed"], d["nccl_version"]) == ("ib", False, None)
+    assert "socket" not in d["transport_counts"]
+    # from 2.5 on a NET/Socket line means sockets: the same paste without IB lines is socket
+    socket_only = [[x for x in s if "NET/IB" not in x] for s in streams]
+    code, d = check(tmp_path, L.interleave(socket_only, 2), "--fabric", "infiniband")
+    assert d["transport"] == "socket"
+
+
+def test_a_plugin_init_error_passed_up_by_the_loader_is_a_fallback(tmp_path):
+    # aws-ofi-nccl 1.6 with verbs;ofi_rxm on a RoCE box: `Invalid type of PCI bus`, then
+    # NCCL's loader `plugin/net.cc:118 -> 2`, then NCCL's own IB (a committed sglang log)
+    lines = []
+    for r, host in enumerate(("aihub-8", "aihub-9")):
+        lines += [L.info(host, 2070 + r, 0, m) for m in (
+            "NET/Plugin: Loaded net plugin AWS Libfabric (v6)", "NET/OFI Using aws-ofi-nccl 1.6.0",
+            "NET/OFI Selected Provider is verbs;ofi_rxm (found 58 nics)",
+            "Initialized NET plugin AWS Libfabric", "NET/OFI Invalid type of PCI bus returned 0",
+            "plugin/net.cc:118 -> 2", "Initialized NET plugin IB", "Assigned NET plugin IB to comm",
+            "Using network IB", f"comm 0x1 rank {r} nRanks 2 nNodes 2 localRanks 1 localRank 0",
+            f"Channel 00/0 : {1 - r}[0] -> {r}[0] [receive] via NET/IB/0/GDRDMA",
+            "ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE")]
+    code, d = check(tmp_path, lines, "--fabric", "infiniband")
+    assert (code, d["transport"], d["verdict"]) == (0, "ib", "fast")
+    assert all(r["plugin_failed"] and "plugin/net.cc:118 -> 2" in r["plugin_failed"]
+               for r in d["ranks"])
+    assert "plugin-failed" in [w["code"] for w in d["warnings"]]
+    # a chain through the loader after the plugin's choice, once init completed, is no
+    # fallback of init (and a chain with no provider chosen before it is none either)
+    code, d = check(tmp_path, [L.info("n1", 5, 0, "plugin/net.cc:118 -> 2"),
+                               L.info("n1", 5, 0, "Using network IB")])
+    assert d["ranks"][0]["plugin_failed"] is None
+
+
+def test_one_process_records_glued_without_newlines(tmp_path):
+    # aws-ofi-nccl#990: a paste lost the newline between pairs of one process's lines
+    h = "h100-st-p548xlarge-316"
+    a = L.info(h, 1747401, 1, "Bootstrap: Using enp71s0:10.200.32.73<0>")
+    b = L.info(h, 1747401, 1, "NCCL version 2.27.3+cuda12.9")
+    c = L.info(h, 1747401, 1, "NET/OFI Selected Provider is efa (found 32 nics)")
+    e = L.info(h, 1747401, 1, "Using network Libfabric")
+    code, d = check(tmp_path, [a + b, c + e])
+    assert [(r["host"], r["pid"]) for r in d["ranks"]] == [(h, 1747401)]
+    assert (d["transport"], d["provider"], d["nccl_version"]) == ("ofi", "efa", "2.27.3")
+
+
+def test_aws_ofi_nccl_test_programs_are_read(tmp_path):
+    # aws-ofi-nccl#22: nccl_message_transfer on two hosts, its own logger, no pid
+    lines = []
+    for r, host in enumerate(("ip-172-0-1-23", "ip-172-0-1-161")):
+        lines += ["INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa",
+                  f"INFO: Function: main Line: 49: NET/OFI Process rank {r} started. NCCLNet "
+                  f"device used on {host} is AWS Libfabric.",
+                  "INFO: Function: main Line: 53: NET/OFI Received 1 network devices"]
+    lines += ["WARN: Function: create_nccl_ofi_component Line: 459: NET/OFI Couldn't open AV. "
+              "RC: -22, ERROR: Invalid argument"] * 2
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"], d["attempted"]) == ("failed", "efa", "ofi")
+    # aws-ofi-nccl#67: the same program under pdsh, no provider found
+    lines = ["10.3.35.83: + mpirun -n 16 -N 8 -x FI_PROVIDER=efa nccl_message_transfer",
+             "10.3.35.83: INFO: Function: ofi_init Line: 1102: NET/OFI Setting RDMAV_FORK_SAFE "
+             "environment variable to 1.",
+             "10.3.35.83: WARN: Function: find_ofi_provider Line: 543: NET/OFI Couldn't find any "
+             "optimal provider",
+             "10.3.35.83: WARN: Function: main Line: 66: NET/OFI OFI NCCL failure: 2"]
+    code, d = check(tmp_path, lines)
+    assert (code, d["transport"], d["attempted"]) == (1, "failed", "ofi")
+    assert [r["host"] for r in d["ranks"]] == ["10.3.35.83"]
+    # a line that only looks like it (no `Function:`) is none of it
+    code, d = check(tmp_path, ["INFO: Line: 686: NET/OFI Selected Provider is efa",
+                               L.info("n1", 5, 0, "Using network IB")])
+    assert d["provider"] is None
+
+
+def test_a_job_that_spans_nodes_is_not_called_single_node_when_nothing_was_chosen(tmp_path):
+    lines = [L.info(f"spark{i}", 285, 0, f"comm 0x1 rank {i} nRanks 2 nNodes 2 localRanks 1 "
+                                         "localRank 0 MNNVL 0") for i in (1, 2)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["nodes"] == 2
+    assert "though the job spans 2 nodes" in d["summary"]
+    assert "single node" not in d["summary"]
+    code, d = check(tmp_path, lines[:1] + [L.info("spark1", 285, 0, "nNodes 1")])
+    code, d = check(tmp_path, [L.info("spark1", 285, 0, "comm 0x1 rank 0 nRanks 1 nNodes 1 "
+                                                       "localRanks 1 localRank 0 MNNVL 0")])
+    assert d["summary"].endswith("(single node, or NCCL_DEBUG=INFO not set)")
+
+
+def test_the_warning_says_after_init_where_the_summary_does(tmp_path):
+    # a cxi job whose sends completed with errors after Init COMPLETE (VNI not found)
+    h = "nid001"
+    lines = [L.info(h, 7, 0, m) for m in (
+        "NET/OFI Selected Provider is cxi (found 4 nics)", "Using network AWS Libfabric",
+        "ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE")]
+    lines += L.warn(h, 7, 0, "NET/OFI Request 0x400a completed with error. RC: 107. Error: "
+                    "Inappropriate ioctl for device.", where="ofi_process_cq:196")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["ranks"][0]["failed_after_init"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "net-init-failed")
+    assert "NCCL network failed after init" in w and "failed after init" in d["summary"]
+
+
+def test_aws_ofi_rccl_names_rccl(tmp_path):
+    code, d = check(tmp_path, ["NET/OFI Using aws-ofi-rccl 1.4.0",
+                               "NET/OFI Selected Provider is cxi (found 4 nics)"])
+    assert (d["library"], d["transport"], d["provider"]) == ("rccl", "ofi", "cxi")
+    assert d["summary"].endswith("(aws-ofi-rccl 1.4.0)")
+    path = L.write_log(tmp_path / "r.log", ["NET/OFI Using aws-ofi-rccl 1.4.0",
+                                            "Using network AWS Libfabric"])
+    res = CliRunner().invoke(check_log, [str(path)])
+    assert "aws-ofi-rccl 1.4.0" in res.output and "aws-ofi-nccl" not in res.output
