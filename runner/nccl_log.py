@@ -71,7 +71,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property, wraps
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from runner import fabrics, fast_scan
 from runner.bounded_lines import iter_stream_lines  # the shared reader; pass MAX_LINE_CHARS
@@ -2589,6 +2589,18 @@ def analyse(
 # Judging: from per-process state to the job verdict
 
 
+def _failure_phase(failed: Sequence[RankReport]) -> tuple[str, str]:
+    """How the summary words the failure of these ranks: after init (an Init COMPLETE came
+    before it), or where no Init COMPLETE shows but each failed on a request that completed
+    with an error (which only a connected link has: a paste of the WARNs alone, nccl#2397's
+    `Got completion from peer`), with no phase; else init failed."""
+    if all(r.failed_after_init for r in failed):
+        return "failed after init", "on"
+    if all(r.failure and _LINK_ERROR.search(r.failure) for r in failed):
+        return "failed", "on"
+    return "init failed", "while trying"
+
+
 def _most_common(values: Iterable[str | None], key=None) -> str | None:
     c = Counter(v for v in values if v)
     if not c:
@@ -3173,12 +3185,11 @@ class _Judge:
         other_failed = [r for r in failed if r.failure and not r.failure.startswith("network ")]
         if other_failed:
             what = other_failed[0].attempted or attempted
-            after = all(r.failed_after_init for r in other_failed)  # as the summary says
-            trying = f" {'on' if after else 'while trying'} {what.value}" if what else ""
+            phase, on = _failure_phase(other_failed)  # as the summary says
+            trying = f" {on} {what.value}" if what else ""
             self.warn("net-init-failed",
-                      f"NCCL network {'failed after init' if after else 'init failed'} on "
-                      f"{_frac(len(other_failed), total)} ranks{trying} "
-                      f"({other_failed[0].failure})")
+                      f"NCCL network {phase} on {_frac(len(other_failed), total)} ranks"
+                      f"{trying} ({other_failed[0].failure})")
         sockets = [r for r in active if r.transport is Transport.SOCKET]
         if sockets and kind.needs_network:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
@@ -3357,10 +3368,8 @@ class _Judge:
         if verdict is Verdict.FAILED:
             reason = _most_common(r.failure for r in failed) or "network init failed"
             tried = _most_common(r.attempted.value for r in failed if r.attempted)
-            after = all(r.failed_after_init for r in failed)
-            trying = (f" ({'on' if after else 'while trying'} {tried})"
-                      if tried and not reason.startswith("network ") else "")
-            what = "failed after init" if after else "init failed"
+            what, on = _failure_phase(failed)
+            trying = f" ({on} {tried})" if tried and not reason.startswith("network ") else ""
             return (f"fabrikit: ERROR NCCL network {what} on {_frac(len(failed), total)} "
                     f"ranks: {reason}{trying}{detail}")
         if verdict is Verdict.NONE:

@@ -2935,3 +2935,23 @@ def test_aws_ofi_rccl_names_rccl(tmp_path):
                                             "Using network AWS Libfabric"])
     res = CliRunner().invoke(check_log, [str(path)])
     assert "aws-ofi-rccl 1.4.0" in res.output and "aws-ofi-nccl" not in res.output
+
+
+def test_completion_errors_alone_do_not_say_init(tmp_path):
+    # nccl#2397: a paste of the WARNs only (RoCE, retry exceeded after ten good iterations):
+    # a request completed with an error, which only a connected link has
+    lines = []
+    for host in ("ubuntu2", "ubuntu4"):
+        lines += L.warn(host, 9, 0, "NET/IB: Got completion from peer 10.0.0.4<40554> with "
+                        "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV_RDMA_WITH_IMM(129) "
+                        "vendor_err=129 hca mlx5_1", where="transport/net_ib.cc:2397")
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"]) == ("failed", "ib")
+    assert d["summary"].startswith("fabrikit: ERROR NCCL network failed on 2/2 ranks: ")
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "net-init-failed")
+    assert w.startswith("NCCL network failed on 2/2 ranks on ib")
+    # a failure that is no completion error, with no Init COMPLETE: init failed
+    lines = L.warn("n1", 9, 0, "Call to ibv_create_cq failed", where="misc/ibvwrap.cc:268")
+    code, d = check(tmp_path, [L.info("n1", 9, 0, "Using network IB"), *lines,
+                               L.info("n1", 9, 0, "init.cc:1234 -> 2")])
+    assert d["summary"].startswith("fabrikit: ERROR NCCL network init failed on 1/1 ranks")
