@@ -2589,6 +2589,14 @@ def analyse(
 # Judging: from per-process state to the job verdict
 
 
+def _in_words_of(library: str | None, hint: str) -> str:
+    """A fabric's advice in RCCL's words on an RCCL log (its plugin is aws-ofi-rccl,
+    loaded as librccl-net.so)."""
+    if library != "rccl":
+        return hint
+    return hint.replace("aws-ofi-nccl", "aws-ofi-rccl").replace("libnccl-net", "librccl-net")
+
+
 def _failure_phase(failed: Sequence[RankReport]) -> tuple[str, str]:
     """How the summary words the failure of these ranks: after init (an Init COMPLETE came
     before it), or where no Init COMPLETE shows but each failed on a request that completed
@@ -3195,7 +3203,7 @@ class _Judge:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
             forced = self._socket_forced()
             hint = (f"the job set {forced} (the log echoes it): sockets were asked for"
-                    if forced else kind.fallback_hint)
+                    if forced else _in_words_of(library, kind.fallback_hint))
             self.warn("socket-fallback",
                       f"NCCL fell back to TCP sockets (Socket/{ifaces}) on "
                       f"{_frac(len(sockets), total)} ranks on {_a(fab)} fabric{fab_note} "
@@ -3214,7 +3222,7 @@ class _Judge:
                 line = _most_common(p.plugin_missing for p in missing)
                 self.warn("plugin-missing",
                           f"NCCL found no net plugin on {len(missing)} process(es) "
-                          f"({line!r}): {kind.net_plugin_hint}")
+                          f"({line!r}): {_in_words_of(library, kind.net_plugin_hint)}")
         if kind.verbs_devices:
             nodev = [r for r in ranks if r.ib_no_device]
             if nodev:

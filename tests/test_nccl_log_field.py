@@ -2955,3 +2955,19 @@ def test_completion_errors_alone_do_not_say_init(tmp_path):
     code, d = check(tmp_path, [L.info("n1", 9, 0, "Using network IB"), *lines,
                                L.info("n1", 9, 0, "init.cc:1234 -> 2")])
     assert d["summary"].startswith("fabrikit: ERROR NCCL network init failed on 1/1 ranks")
+
+
+def test_rccl_logs_get_rccl_advice(tmp_path):
+    # RCCL's plugin is aws-ofi-rccl, loaded as librccl-net.so (LUMI, Frontier)
+    lines = [L.info("nid005001", 7, 0, m) for m in (
+        "RCCL version 2.18.3+hip6.0", "NET/Plugin : No plugin found (librccl-net.so), using "
+        "internal implementation", "NET/IB : No device found.",
+        "NET/Socket : Using [0]hsn0:10.1.0.1<0>", "Using network Socket",
+        "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0")]
+    code, d = check(tmp_path, lines, "--fabric", "slingshot")
+    text = " ".join(w["message"] for w in d["warnings"])
+    assert "aws-ofi-rccl" in text and "librccl-net.so" in text and "aws-ofi-nccl" not in text
+    code, d = check(tmp_path, [x.replace("RCCL version 2.18.3+hip6.0", "NCCL version 2.23.4")
+                               .replace("librccl", "libnccl") for x in lines],
+                    "--fabric", "slingshot")
+    assert "aws-ofi-nccl" in " ".join(w["message"] for w in d["warnings"])
