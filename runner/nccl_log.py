@@ -665,8 +665,10 @@ def _unwrapped(text: str) -> str:
     and `&` first: most lines are none of these."""
     if text[:1] in _BOX_EDGES and text[1:2] == " ":
         text = _BOX_EDGE.sub("", text[1:])
-    if "](http" in text:
-        text = _MD_LINK.sub(r"\1", text)
+    if "](http" in text:  # (a link in a link, `[[proxy.cc:1519](http://...)](http://...)`,
+        text = _MD_LINK.sub(r"\1", text)  # HugeCTR#433: the outer one is a link after it)
+        if "](http" in text:
+            text = _MD_LINK.sub(r"\1", text)
     if "&" in text and _HTML_ENTITY.search(text):  # `-&gt;`, `<0&gt;`, `&nbsp;`
         text = html.unescape(text).replace("\u00a0", " ")
     if text[:1] in '{["' or text[:1] == " " and text.lstrip()[:1] == '"':
@@ -2644,6 +2646,9 @@ def _frac(n: int, total: int) -> str:
 
 
 _MERGE_HOST_MAX = 64  # cut-host repair looks at host names up to this long
+# What a cut line leaves before the next line's host: the head of a pid, tid or address
+# (`g183:161258:16169g183:161264:...`): such a name is the shorter one's, also on a tie
+_CUT_NUMBER_HEAD = re.compile(r"[\d.]{1,24}")
 
 
 def _suffixes(host: str) -> Iterator[str]:
@@ -2662,8 +2667,9 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
        than it does and is the only such, and each of its processes can be the one with the
        same pid there (then they are merged).
     2. Left over (e.g. one rank per node): within one pid, a process is folded into a related
-       one with more lines (ties are left alone); one whose host was cut whole (`:7:7 [0]`)
-       into the only process of that pid with a host.
+       one with more lines (ties are left alone, but for a name that is a number's head
+       glued to the other, `16169g183`); one whose host was cut whole (`:7:7 [0]`) into the
+       only process of that pid with a host.
 
     A process is never folded into one that contradicts it: another rank of the same
     communicator, or addresses of which the other host shows none (`gpu1` and `agpu1` are
@@ -2764,8 +2770,9 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
             if not small.host:  # the whole host cut (`:40068:40068 [0] ...`): the one
                 named = [g for g in group if g.host]  # process of that pid that has one
                 cands += named if len(named) == 1 else ()
-            owners = [g for g in cands if g.lines > small.lines and id(g) not in gone
-                      and not apart(small, g)]
+            owners = [g for g in cands if (g.lines > small.lines or g.lines == small.lines and (
+                          _CUT_NUMBER_HEAD.fullmatch(small.host[:-len(g.host)] or "x")))
+                      and id(g) not in gone and not apart(small, g)]
             if owners:
                 owner = min(owners, key=lambda g: order[id(g)])
                 folded.setdefault(id(owner), owner.copy()).absorb(small)

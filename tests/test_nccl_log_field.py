@@ -2971,3 +2971,26 @@ def test_rccl_logs_get_rccl_advice(tmp_path):
                                .replace("librccl", "libnccl") for x in lines],
                     "--fabric", "slingshot")
     assert "aws-ofi-nccl" in " ".join(w["message"] for w in d["warnings"])
+
+
+def test_a_link_in_a_link_over_a_source_file(tmp_path):
+    # HugeCTR#433: GitHub made `proxy.cc:1519` a link, and the link text a link again
+    lines = [L.info("A100-02", 2358430, 1, "Using network IB", tid=2358556),
+             "A100-02:2358430:2358556 [1] [[proxy.cc:1519](http://proxy.cc:1519/)]"
+             "(http://proxy.cc:1519/) NCCL WARN [Proxy Service 9] Failed to execute operation "
+             "Connect from rank 15, retcode 3"]
+    code, d = check(tmp_path, lines)
+    assert [(r["host"], r["pid"]) for r in d["ranks"]] == [("A100-02", 2358430)]
+
+
+def test_a_cut_number_glued_to_a_host_is_that_host(tmp_path):
+    # a splice left `16169` (a tid's head) before the next line's host, one line each
+    a = "g183:161258:16169" + L.info("g183", 161264, 7, "Channel 07/0 : 7[7] -> 15[7] [send] "
+                                     "via NET/IB/8/GDRDMA", tid=161695)
+    b = L.info("g183", 161264, 7, "Channel 07/0 : 15[7] -> 7[7] [receive] via NET/IB/8/GDRDMA",
+               tid=161695)
+    code, d = check(tmp_path, [a, b])
+    assert [(r["host"], r["pid"]) for r in d["ranks"]] == [("g183", 161264)]
+    # two real hosts whose names differ by a letter stay two
+    code, d = check(tmp_path, [b, b.replace("g183:", "xg183:")])
+    assert len(d["ranks"]) == 2
