@@ -242,7 +242,7 @@ _PASS_PATTERNS = (
     # without NCCL's; pdsh, kubectl or an indent may come before it)
     # (`Test NCCL failure ...` is nccl-tests' line: found by its `NCCL failure`, so that
     # every branch starts with `NCCL `, which the engine then skips to as one literal)
-    r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:%s)|NCCL version \d|"
+    r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:\[Rank \d+\] )?(?:%s)|NCCL version \d|"
     r"NCCL failure " % _MSG_HEADS,
     r"via NET/",  # channel and ring lines that cross nodes
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
@@ -424,7 +424,8 @@ _PROVIDER_FILTER = re.compile(r"^NET/OFI Setting provider_filter to (?P<prov>[\w
 _OFI_PLUGIN_FAILED = re.compile(
     r"^NET/OFI (?:aws-ofi-[nr]ccl initialization failed|Initializing plugin failed|"
     r"Could not find any optimal provider|Unable to find a protocol|"
-    r"No eligible providers? (?:were|was) found.*(?:[Ff]ail|[Aa]bort))"
+    r"No eligible providers? (?:were|was) found.*(?:[Ff]ail|[Aa]bort)|"
+    r"Only EFA provider is supported)"  # 1.4 off AWS: aws/deep-learning-containers#2675
 )
 # (Ray's log dedup appends ` [repeated 15x across cluster]` to a line)
 # (a name holds single spaces at most, `AWS Libfabric`: two or more end it, and so does a
@@ -560,6 +561,9 @@ _GENERIC_TRANSPORT_FILE = re.compile(r"(?:^|/)transport\.c[cu]?$")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+)+) *$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
+# NCCL 2.28 names the rank before some messages: `NCCL INFO [Rank 5] ncclCommInitRankConfig
+# comm 0x55d1632f46d0 rank 5 nranks 8 ... - Init START` (NeMo Automodel's single-node log)
+_RANK_TAG = re.compile(r"\[Rank \d+\] ?")
 _MD_LINK = re.compile(r"\[([^\[\]\s]{1,200})\]\(https?://[^)\s]{0,200}\)")
 _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's box: │ ┃ ║
 _BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
@@ -1026,7 +1030,7 @@ class _Proc:
         "weak_in_use", "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind",
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
-        "link_seq", "chan_rank_max",
+        "link_seq", "chan_rank_max", "boot_loopback",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1074,6 +1078,7 @@ class _Proc:
         self.weak_kind: Transport | None = None  # what the last device line chose
         # the weak choice is only a line showing a network in use (_weak_default)
         self.weak_in_use = False
+        self.boot_loopback: bool | None = None  # the bootstrap's own address is 127.x / ::1
         self.weak_seq = -1
         self.complete_seq = -1  # last "Init COMPLETE"
         self.chan_seq = -1  # last "via NET/..." line
@@ -1158,6 +1163,12 @@ class _Proc:
             return
         if msg[-1] == "m" and "[" in msg and _PASTED_COLOUR.search(msg):
             msg = _PASTED_COLOUR.sub("", msg).strip()
+        if msg[0] == "[" and msg.startswith("[Rank "):  # NCCL >= 2.28: `[Rank 5] ncclComm...`
+            m = _RANK_TAG.match(msg)
+            if m:
+                msg = msg[m.end():]
+                if not msg:
+                    return
         k = msg.find(" via NET/")
         if k > 0 and level == "INFO" and (msg.startswith("Channel") or msg.startswith("Ring")
                                           or (msg[0].isdigit() and _BARE_RING.match(msg))):
@@ -1211,6 +1222,9 @@ class _Proc:
         elif c == "B" and msg.startswith("Bootstrap"):
             self._take_ips(msg)
             self.socket_is_choice = True
+            ips = [m.group("ip") for m in _IFACE_IP.finditer(msg)]
+            if ips:
+                self.boot_loopback = all(_loopback(ip) for ip in ips)
         elif c == "r":
             m = _OLD_RANK.match(msg)
             if m:
@@ -2814,6 +2828,25 @@ def _bootstrap_only(procs: list[_Proc]) -> list[_Proc]:
     return out
 
 
+def _plugin_given_up(procs: list[_Proc]) -> list[_Proc]:
+    """A process whose only sign of a network is the OFI plugin's own start-up line (its
+    version, `NET/OFI Using aws-ofi-nccl 1.4.0aws`) chose nothing yet where another process
+    of the job shows that plugin giving up and NCCL going on without it: the paste was cut
+    before this one's give-up too (aws/deep-learning-containers#2675, where it made the job
+    mixed)."""
+    if not any(p.plugin_failed and p.selection()[0] not in (None, Transport.OFI)
+               for p in procs):
+        return procs
+    out = []
+    for p in procs:
+        if p.weak_in_use and p.weak_kind is Transport.OFI and not p.provider \
+                and not p.nets and not p.via_nets and not p.plugin_failed:
+            p = p.copy()  # the analyser's own state stays as it was (more lines may come)
+            p.weak_kind, p.weak_seq, p.sel_seq, p.weak_in_use = None, -1, -1, False
+        out.append(p)
+    return out
+
+
 def _one_address(ip_lists: Iterable[list[str]]) -> bool:
     """Do all processes that name addresses share one (a host with two NICs lists both; a
     second host, even of the same name, has its own)?"""
@@ -2850,7 +2883,7 @@ def _loopback(ip: str) -> bool:
 class _Judge:
     def __init__(self, a: LogAnalyser) -> None:
         self.a = a
-        procs = _bootstrap_only(_merge_cut_hosts(list(a._procs.values())))
+        procs = _plugin_given_up(_bootstrap_only(_merge_cut_hosts(list(a._procs.values()))))
         self.all_procs = procs
         # NCCL lines without NCCL's prefix and without a launcher prefix, in a file that has
         # prefixed lines, are tails of cut lines: their facts count for the job, but they do
@@ -2946,8 +2979,13 @@ class _Judge:
             return len(tests_hosts) > 1 or n_ident > 1, max(n_ident, len(tests_hosts))
         ips = [ip for p in procs for ip in p.ips]
         ifaces = [i for p in procs for i in p.socket_ifaces]
-        if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}):
-            return False, max(n_ident, 1)  # loopback reaches no other host
+        boot = {p.boot_loopback for p in procs if p.boot_loopback is not None}
+        if (ips and all(_loopback(ip) for ip in ips)) or (ifaces and set(ifaces) == {"lo"}) \
+                or boot == {True}:
+            # loopback reaches no other host (a bootstrap on `lo:127.0.0.1` hands its peers
+            # an address only its own machine can reach: every rank was there; a Docker
+            # g5.12xlarge of aws/deep-learning-containers#2675, whose sockets list eth0 too)
+            return False, max(n_ident, 1)
         # every host named holds the whole communicator: its processes printed every rank,
         # or there are as many of them as ranks (a hung init prints no rank line for some)
         # (counting processes holds only where they can be one communicator: a per-node file
@@ -3373,12 +3411,20 @@ class _Judge:
             """The most common label (the most detailed on a tie: `Socket/eth0` over a rank
             that printed only channel lines) and how many ranks share its kind (an OFI rank
             whose provider is not named shares the one provider the others name)."""
-            c = Counter(getattr(r, attr) for r in rs)
-            label = max(c.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
-            kind = label.split("/", 1)[0] if not label.startswith("OFI/") else label
-            return label, sum(1 for r in rs if getattr(r, attr) == label
-                              or (kind != label and getattr(r, attr).split("/", 1)[0] == kind)
-                              or (kind == label and getattr(r, attr) == "OFI/?"))
+            labels = Counter(getattr(r, attr) for r in rs)
+            kinds: Counter[str] = Counter()
+            for lab, n in labels.items():
+                kinds[lab if lab.startswith("OFI/") else lab.split("/", 1)[0]] += n
+            unnamed = kinds.pop("OFI/?", 0)
+            if not kinds:
+                return "OFI/?", unnamed
+            best, n = max(((k, n + (unnamed if k.startswith("OFI/") else 0))
+                           for k, n in kinds.items()), key=lambda kv: (kv[1], len(kv[0]), kv[0]))
+            if best.startswith("OFI/"):
+                return best, n
+            # (`Socket` and `Socket/eth0,eth1` are one kind: shown by its most detailed label)
+            return max((lab for lab in labels if lab.split("/", 1)[0] == best),
+                       key=lambda lab: ("/" in lab, labels[lab], len(lab), lab)), n
 
         if verdict is Verdict.FAILED:
             reason = _most_common(r.failure for r in failed) or "network init failed"

@@ -2994,3 +2994,63 @@ def test_a_cut_number_glued_to_a_host_is_that_host(tmp_path):
     # two real hosts whose names differ by a letter stay two
     code, d = check(tmp_path, [b, b.replace("g183:", "xg183:")])
     assert len(d["ranks"]) == 2
+
+
+def test_nccl_2_28_names_the_rank_before_its_message(tmp_path):
+    # NCCL 2.28: `NCCL INFO [Rank 5] ncclCommInitRankConfig comm ... rank 5 nranks 8 ...`
+    lines = [L.info("node-0", 299590 + r, r, f"[Rank {r}] ncclCommInitRankConfig comm 0x55d1{r} "
+                    f"rank {r} nranks 8 cudaDev {r} nvmlDev {r} busId {r}7000 commId 0x673b - "
+                    "Init START") for r in range(8)]
+    lines += [L.info("node-0", 299590 + r, r, f"[Rank {r}] comm 0x55d1{r} rank {r} nRanks 8 "
+                     "nNodes 1 localRanks 8 localRank {r} MNNVL 0") for r in range(8)]
+    lines.append(L.info("node-0", 299591, 1, "Using network IB"))
+    code, d = check(tmp_path, lines)
+    assert d["world_size"] == 8 and sorted(r["rank"] for r in d["ranks"]) == list(range(8))
+    assert (d["transport"], d["verdict"]) == ("none", "single-node")
+
+
+def test_a_bootstrap_on_loopback_is_one_machine(tmp_path):
+    # aws/deep-learning-containers#2675: one g5 in Docker, bootstrap on lo, sockets on lo and
+    # eth0; rank 0's aws-ofi-nccl gave up, the paste was cut after rank 1's version line
+    lines = [L.info("16d2d618f560", 123 + r, r, "Bootstrap : Using lo:127.0.0.1<0>")
+             for r in range(4)]
+    lines += L.warn("16d2d618f560", 123, 0, "NET/OFI aws-ofi-nccl initialization failed",
+                    where="ofi_init:1355")
+    lines += [L.info("16d2d618f560", 123, 0, m) for m in (
+        "NET/IB : No device found.",
+        "NET/Socket : Using [0]lo:127.0.0.1<0> [1]eth0:172.17.0.2<0>", "Using network Socket")]
+    lines += [L.info("16d2d618f560", 124, 1, "NET/OFI Using aws-ofi-nccl 1.4.0aws")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["verdict"], d["mixed"], d["inter_node"]) == (
+        "none", "single-node", False, False)
+    # the same two processes on two machines (bootstrap on their own addresses): rank 1's
+    # version line alone chose nothing, since rank 0 shows the plugin giving up
+    two = [x.replace("lo:127.0.0.1<0>", "eth0:10.0.0.1<0>") for x in lines]
+    two = [x.replace("16d2d618f560:124", "node2:124") for x in two]
+    code, d = check(tmp_path, two)
+    assert (d["transport"], d["mixed"]) == ("socket", False)
+    assert {r["pid"]: r["selected"] for r in d["ranks"]}[124] == "none"
+
+
+def test_aws_ofi_nccl_1_4_only_efa_is_a_plugin_give_up(tmp_path):
+    lines = [L.info("n1", 5, 0, "NET/OFI Using aws-ofi-nccl 1.4.0aws")]
+    lines += L.warn("n1", 5, 0, "NET/OFI Only EFA provider is supported", where="ofi_init:1304")
+    lines += [L.info("n1", 5, 0, m) for m in ("NET/IB : No device found.",
+                                             "NET/Socket : Using [0]eth0:10.0.0.1<0>",
+                                             "Using network Socket")]
+    lines += [L.info("n2", 6, 0, "Bootstrap : Using eth0:10.0.0.2<0>")]
+    code, d = check(tmp_path, lines)
+    assert d["ranks"][0]["transport"] == "socket" and d["ranks"][0]["plugin_failed"]
+
+
+def test_the_summary_counts_every_rank_of_the_kind(tmp_path):
+    # some ranks printed their NET/Socket line, the rest only `Using network Socket`
+    lines = []
+    for r in range(6):
+        if r % 3 == 1:
+            lines.append(L.info("llm-9", 100 + r, r, "NET/Socket : Using [0]eth0:10.0.0.9<0> "
+                                                     "[1]eth1:10.1.0.9<0>"))
+        lines.append(L.info("llm-9", 100 + r, r, "Using network Socket"))
+    lines.append(L.info("llm-10", 200, 0, "Using network Socket"))
+    code, d = check(tmp_path, lines)
+    assert "transport Socket/eth0,eth1 on 7/7 ranks" in d["summary"]
