@@ -152,6 +152,7 @@ WARNING_CODES: tuple[str, ...] = (
     "plugin-failed",
     "binary-input",
     "processes-dropped",
+    "link-failed",
 )
 
 # --------------------------------------------------------------------------------------------
@@ -473,6 +474,7 @@ _CHAIN = re.compile(
     r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) -> (?P<code>-?\d+)(?P<rest>.*)")
 # An error chain reaching init.cc/group.cc: the communicator's init returned an error.
 _TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
+_INIT_FILE = re.compile(r"(?:^|/)init\.c[cu]?$")  # (group.cc ends a running job's calls too)
 # The transport a link of the chain belongs to (bootstrap, proxy and misc/socket belong to none)
 _IB_PLUGIN_FILE = r"(?:ib|ucx|ucx_rma|p2p)_plugin\.c$"  # nccl-rdma-sharp-plugins: verbs, UCX
 _CHAIN_KIND = (
@@ -779,6 +781,8 @@ class RankReport:
     library: str | None = None  # "nccl" or "rccl" where this process printed its version
     # failed only: after its Init COMPLETE (a link that broke at the first collective or later)
     failed_after_init: bool = False
+    # not failed: the error of a link this rank used, which broke while the job ran on it
+    link_error: str | None = None
 
     @cached_property  # asked per rank by the summary and the JSON: computed once
     def label(self) -> str:
@@ -845,6 +849,7 @@ class RankReport:
             "plugin_failed": self.plugin_failed,
             "library": self.library,
             "failed_after_init": self.failed_after_init,
+            "link_error": self.link_error,
         }
 
 
@@ -1030,7 +1035,7 @@ class _Proc:
         "weak_in_use", "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind",
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
-        "link_seq", "chan_rank_max", "boot_loopback",
+        "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1079,6 +1084,7 @@ class _Proc:
         # the weak choice is only a line showing a network in use (_weak_default)
         self.weak_in_use = False
         self.boot_loopback: bool | None = None  # the bootstrap's own address is 127.x / ::1
+        self.init_chain_seq = -1  # last error chain link in init.cc or init's async thread
         self.weak_seq = -1
         self.complete_seq = -1  # last "Init COMPLETE"
         self.chan_seq = -1  # last "via NET/..." line
@@ -1248,6 +1254,8 @@ class _Proc:
                 if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg \
                         or "[Progress Thread]" in msg or "[Proxy Thread]" in msg:
                     self.top_seq = seq
+                    if "[Async thread]" in msg or _INIT_FILE.search(m.group("file")):
+                        self.init_chain_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _LOCAL_FILE.search(m.group("file")) or (
                         0 <= self.local_seq >= self.warn_seq
@@ -1643,6 +1651,8 @@ class _Proc:
             # group.cc): the job failed (pytorch#37325, horovod#893); what it was trying is
             # what the other ranks chose
             return self.last_warn, None
+        if self.link_failure() is not None:
+            return None, None  # the link was up: the job ran on it (see link_failure)
         if (selected is not None or self.err_msg or self.err_kind or chained) and not local \
                 and not gave_up:
             # init.cc/group.cc returned an error after the choice, and no Init COMPLETE since;
@@ -1654,13 +1664,9 @@ class _Proc:
             # a network error after the choice, before init completed (or while setting a
             # connection up), and no channel set up after it
             late_setup = self.setup_seq > self.sel_seq and self.chan_seq < self.setup_seq
-            # ... or on a working link after init whose error NCCL passed up its chain (a
-            # completion error, then `transport/net.cc:1227 -> 6`; a cut paste may stop
-            # there before the progress thread's link): the job failed on it, after init
+            # ... or a network error after init that NCCL passed up its chain (an IB async
+            # event, then `transport/net.cc:1227 -> 6`): the job failed on it, after init
             if completed_after and self.net_chain_seq > self.warn_seq > self.complete_seq:
-                return why, selected or self.err_kind
-            # ... or not passed up in the lines we have (a cut paste, a hung job)
-            if completed_after and self.link_seq > self.complete_seq:
                 return why, selected or self.err_kind
             if self.err_seq > self.sel_seq and (late_setup or not completed_after) \
                     and self.chan_seq < self.err_seq:
@@ -1674,6 +1680,26 @@ class _Proc:
                 and (self.last_warn is not None or self.top_seq >= 0):
             return _NO_DEVICE_ONLY, Transport.IB
         return None, None
+
+    def link_failure(self) -> str | None:
+        """The error of a link that was up, where it is this process's first error: a
+        request that completed with an error (`NET/IB : Got completion from peer ... error
+        12`, `NET/OFI Request ... completed with error`), after Init COMPLETE, or with no
+        Init COMPLETE in the paste, no communicator line (that init was under way) and
+        nothing passed up to init (the progress thread's chain, or none: a paste of the
+        WARNs). The job chose that network and ran on it,
+        then broke (nccl#733, nccl#1405, sglang#4857, DeepSpeed#6875, a cxi VNI mismatch):
+        the rank's transport is what it used, and a warning says how it broke. Rounds 24
+        and 25 (eight real logs, seven helpers) read these so; an error before a link was
+        up (`ibv_modify_qp failed`, a chain to init.cc after the completion error) is a
+        failed init."""
+        if self.link_seq < 0 or not self.err_msg or not _LINK_ERROR.search(self.err_msg):
+            return None
+        if 0 <= self.complete_seq < self.link_seq or (
+                self.complete_seq < 0 and self.nranks is None
+                and self.init_chain_seq < self.link_seq):
+            return self.err_msg
+        return None
 
     def report(self, inter_node: bool | None, lf_providers: Iterable[str] = (),
                collnet_fallback: bool = False) -> RankReport:
@@ -1722,6 +1748,7 @@ class _Proc:
             library=self.library,
             failed_after_init=failure is not None and 0 <= self.complete_seq < max(
                 self.err_seq, self.top_seq, self.fatal_seq),
+            link_error=self.link_failure() if failure is None else None,
         )
 
     def inter_node(self) -> bool | None:
@@ -2615,13 +2642,10 @@ def _in_words_of(library: str | None, hint: str) -> str:
 
 def _failure_phase(failed: Sequence[RankReport]) -> tuple[str, str]:
     """How the summary words the failure of these ranks: after init (an Init COMPLETE came
-    before it), or where no Init COMPLETE shows but each failed on a request that completed
-    with an error (which only a connected link has: a paste of the WARNs alone, nccl#2397's
-    `Got completion from peer`), with no phase; else init failed."""
+    before it), else init failed (a link that broke while the job ran is no failure: see
+    _Proc.link_failure)."""
     if all(r.failed_after_init for r in failed):
         return "failed after init", "on"
-    if all(r.failure and _LINK_ERROR.search(r.failure) for r in failed):
-        return "failed", "on"
     return "init failed", "while trying"
 
 
@@ -3034,11 +3058,16 @@ class _Judge:
         left as they are."""
         fails = {h: f"nccl-tests: Test NCCL failure '{e}'"
                  for h, e in self.a._tests_failures.items() if _TESTS_NET_ERROR.search(e)}
-        ranks = {id(p) for p in self.reportable}
-        for p in self.all_procs:
-            if p.link_seq >= 0 and p.err_msg and id(p) not in ranks:
-                fails.setdefault("", p.err_msg)
         active = (Transport.OFI, Transport.IB, Transport.SOCKET)
+        if not fails:
+            ranks = {id(p) for p in self.reportable}
+            echo = next((p.err_msg for p in self.all_procs if p.link_seq >= 0 and p.err_msg
+                         and id(p) not in ranks), None)
+            if echo and not any(r.link_error or r.transport is Transport.FAILED
+                                for r in reports):
+                # (the echo's link broke while the job ran on it, as link_failure says)
+                return [replace(r, link_error=echo) if r.transport in active else r
+                        for r in reports]
         if not fails or any(r.transport is Transport.FAILED for r in reports):
             return reports
         on = {r.host for r in reports if r.transport in active} & set(fails)
@@ -3337,6 +3366,13 @@ class _Judge:
             self.warn("no-transport",
                       f"no NCCL network selection in {self._source()}: cannot confirm the "
                       f"{fab} fast path (run with NCCL_DEBUG=INFO)")
+        broke = [r for r in ranks if r.link_error]
+        if broke:
+            self.warn("link-failed",
+                      f"a link broke while the job ran on it, on {_frac(len(broke), total)} "
+                      f"ranks ({broke[0].link_error}): NCCL chose {broke[0].selected_label} and "
+                      "connected; then a request completed with an error (the job stopped or "
+                      "hung on it: check the links, NICs and switches between its nodes)")
         gave_up = [r for r in ranks if r.plugin_failed and r.transport is not Transport.FAILED
                    and r.selected is not Transport.NONE]
         if gave_up:

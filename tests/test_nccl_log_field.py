@@ -230,7 +230,7 @@ def test_google_gib_and_spectrum_x_plugins_are_ib(tmp_path, net):
     code, d = check(tmp_path, L.warn(h, pid, 0, f"NET/{net} : Got completion from peer "
                                      "192.168.0.9<55224> with status=12 opcode=0 len=0 vendor err "
                                      "129 (Recv)", where="net_ib.cc:1736"))
-    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert d["transport"] == "ib" and d["ranks"][0]["link_error"], d["summary"]
     # a paste that kept only its GPUDirect line names IB too
     code, d = check(tmp_path, [L.info(h, pid, 5, f"NET/{net} : GPU Direct RDMA Enabled for "
                                               "HCA 0 'mlx5_0'")])
@@ -487,7 +487,7 @@ def test_nccl_tests_failure_line_after_network_channels_fails_the_job(tmp_path, 
     assert d["transport"] == "none", d["summary"]
 
 
-def test_pytorchs_echo_of_a_link_error_fails_a_job_that_crossed_nodes(tmp_path):
+def test_pytorchs_echo_of_a_link_error_is_the_job_s_link_error(tmp_path):
     # A paste of two ranks' channel lines over IB, then PyTorch's exception text, whose
     # `Last error:` is the link's (error 12, retry exceeded), with no rank's prefix and no
     # WARN of NCCL's own (stanford_alpaca#207's text, two hosts' lines kept)
@@ -500,11 +500,13 @@ def test_pytorchs_echo_of_a_link_error_fails_a_job_that_crossed_nodes(tmp_path):
             "NET/IB : Got completion from peer 11.21.4.12<39138> with error 12, opcode 0, len 0, "
             "vendor err 129"]
     code, d = check(tmp_path, lines + echo)
-    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
-    assert d["ranks"][0]["failure"].startswith("NET/IB : Got completion from peer")
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    assert all(r["link_error"].startswith("NET/IB : Got completion from peer")
+               for r in d["ranks"])
+    assert "link-failed" in [w["code"] for w in d["warnings"]]
     # without the echo, the same channels read IB
     code, d = check(tmp_path, lines + echo[:2])
-    assert d["transport"] == "ib", d["summary"]
+    assert d["transport"] == "ib" and not any(r["link_error"] for r in d["ranks"])
 
 
 def test_one_process_driving_every_gpu_over_its_nic_stays_on_one_node(tmp_path):
@@ -651,7 +653,7 @@ def test_log_records_of_several_lines_and_search_responses_are_read_line_by_line
     hit = lambda msg: {"_source": {"kubernetes": {"pod": h}, "message": msg}}
     response = _json.dumps({"hits": {"hits": [hit(chan + "\n" + done), hit(warn)]}})
     code, d = check(tmp_path, [response])
-    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert d["transport"] == "ib" and "status=12" in d["ranks"][0]["link_error"], d["summary"]
     # a pretty-printed export: `"textPayload": "...\n"` on its own line
     pretty = ["[", "  {", '    "textPayload": ' + _json.dumps(f"{h}:{pid}:{pid} [7] NCCL INFO "
                                                           "Using network IB\n") + ",",
@@ -681,7 +683,8 @@ def test_one_host_where_a_process_drives_several_gpus_or_calls_itself_localhost(
            *L.warn("task-7701-z5h6w", 73, 0, "NET/IB : Got completion from peer 10.0.0.9<4> "
                    "with error 12, opcode 0, len 0, vendor err 129", where="transport/net_ib.cc:881")]
     code, d = check(tmp_path, k9s)
-    assert d["inter_node"] is None and d["transport"] == "failed", d["summary"]
+    assert d["inter_node"] is None and d["transport"] == "ib", d["summary"]
+    assert d["ranks"][0]["link_error"] and len(d["ranks"]) == 1
 
 
 def test_a_links_first_completion_error_is_the_cause(tmp_path):
@@ -695,8 +698,9 @@ def test_a_links_first_completion_error_is_the_cause(tmp_path):
                         f"status={status} opcode=0 len=0 vendor err 129 (Recv) hca ibp152s0",
                         where="transport/net_ib.cc:1736")
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
-    assert "status=12" in d["ranks"][0]["failure"] and "status=12" in d["summary"]
+    assert d["transport"] == "ib", d["summary"]
+    assert "status=12" in d["ranks"][0]["link_error"]
+    assert "status=12" in next(w["message"] for w in d["warnings"] if w["code"] == "link-failed")
 
 
 def test_a_p2p_failure_under_a_pidless_prefix_fails_the_job_on_no_network(tmp_path):
@@ -756,10 +760,12 @@ def test_a_full_dev_shm_is_no_network_failure(tmp_path, wording):
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
 
 
-def test_runtime_error_after_init_complete_is_a_failure_after_init(tmp_path):
+def test_a_link_that_broke_after_init_is_the_transport_the_job_ran_on(tmp_path):
     # A link that broke while the job ran, its error passed up the chain (a paste may stop at
-    # transport/net.cc, before the progress thread's link): the job failed on IB, after init
-    # (stops 21-23 kept it `ib`; rounds 16 and 19 of real logs showed such jobs dead).
+    # transport/net.cc, before the progress thread's link): the job chose IB and ran on it;
+    # the link-failed warning says how it ended. (Stops 21-23 read IB, stops 24-25 failed
+    # after init; rounds 24 and 25 of real logs, eight logs from seven helpers, read the
+    # network the job ran on, as the issue's `failed` is an init that failed.)
     streams = job(L.ib_rank)
     for r, s in enumerate(streams):
         h, pid = L.rank_host(r), 40000 + 17 * r
@@ -767,15 +773,22 @@ def test_runtime_error_after_init_complete_is_a_failure_after_init(tmp_path):
                     "opcode=0 len=0 vendor err 129 (Recv)", where="transport/net_ib.cc:1696")
         s.append(L.info(h, pid, r % 4, "transport/net.cc:1316 -> 6"))
     code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
-    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
-    assert all(r["failed_after_init"] for r in d["ranks"])
-    assert "NCCL network failed after init on 8/8 ranks" in d["summary"]
-    # the WARN alone (a cut paste, a hung job: NCCL retries no request that completed with
-    # an error) fails it too (stop 24 kept the link; round 20 of real logs: nccl#733)
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    assert all("status=12" in r["link_error"] and not r["failed_after_init"]
+               for r in d["ranks"])
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "link-failed")
+    assert w.startswith("a link broke while the job ran on it, on 8/8 ranks")
+    # the WARN alone (a cut paste, a hung job: nccl#733) the same
     streams = [s[:-1] for s in streams]
     code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
+    assert d["transport"] == "ib" and all(r["link_error"] for r in d["ranks"]), d["summary"]
+    # an error passed up to init after it: the link broke while init set it up
+    early = [s[:-1] + [L.info(L.rank_host(r), 40000 + 17 * r, r % 4, c) for c in (
+        "transport/net.cc:1316 -> 6", "init.cc:1292 -> 6")] for r, s in enumerate(
+        [x[:next(i for i, y in enumerate(x) if "Init COMPLETE" in y)] + x[-2:]
+         for x in streams])]
+    code, d = check(tmp_path, L.interleave(early, 0), "--fabric", "infiniband")
     assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
-    assert all(r["failed_after_init"] for r in d["ranks"])
     # ... and a WARN of a running job that is no completion error (an async event) does not
     streams = [s[:-1] + L.warn(L.rank_host(r), 40000 + 17 * r, r % 4,
                                "NET/IB : Got async event : GID table change",
@@ -879,9 +892,9 @@ def test_a_net_ib_warning_shows_ib_in_use_without_a_selection_line(tmp_path):
                         "with error 4, opcode 5327, len 5327, vendor err 81 (Recv)",
                         where="ib_plugin.c:1105")
     code, d = check(tmp_path, lines)
-    # (the link failed: after Init COMPLETE, NCCL retries no request that completed with
-    # an error)
-    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
+    # (the link broke after Init COMPLETE: the job ran on IB)
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    assert [r["rank"] for r in d["ranks"] if r["link_error"]] == [0, 2]
     # a selection line still wins over it
     lines.append(L.info("tarn1", 31000, 0, "Using network Socket"))
     lines.append(L.info("tarn2", 31002, 0, "Using network Socket"))
@@ -1088,7 +1101,7 @@ def test_placeholders_over_nccls_prefix(tmp_path):
     assert sorted(r["host"] for r in d["ranks"]) == ["Node-A", "Node-B"]
     code, d = check(tmp_path, lines("NET/IB : Got completion from peer [PRIVATE_IP] with error "
                                     "12, opcode 0, len 0, vendor err 129 (Recv)"))
-    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert d["transport"] == "ib" and all(r["link_error"] for r in d["ranks"]), d["summary"]
 
 
 @pytest.mark.parametrize("nnodes", [1, 2])
@@ -1513,7 +1526,7 @@ def test_one_nodes_file_of_pipeline_pairs_across_nodes(tmp_path):
 def test_init_timings_tell_that_init_was_done(tmp_path):
     # NCCL >= 2.27 prints `Init timings - ncclCommInitRank: ...` once init is done; a paste
     # without the Init COMPLETE line (an SGLang write-up) then shows a collective and the
-    # link breaking: failed after init
+    # link breaking: it ran on IB, then the link broke
     h, pid = "gpn-b7", 385303
     lines = [L.info(h, pid, 1, m) for m in (
         "Using network IB",
@@ -1524,7 +1537,10 @@ def test_init_timings_tell_that_init_was_done(tmp_path):
                     "opcode=32614 len=32614 vendor err 81 (Send)", where="transport/net_ib.cc:2453")
     lines += [L.info(h, pid, 1, "transport/net.cc:1227 -> 6", tid=pid + 1448)]
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "failed" and d["ranks"][0]["failed_after_init"] is True, d["summary"]
+    assert d["transport"] == "ib" and "status=4" in d["ranks"][0]["link_error"], d["summary"]
+    # without the Init timings line the same (nccl-tests#252, NCCL 2.27, no init lines)
+    code, d = check(tmp_path, lines[:1] + lines[2:])
+    assert d["transport"] == "ib" and d["ranks"][0]["link_error"], d["summary"]
 
 
 def test_numbered_host_names_are_hosts(tmp_path):
@@ -1558,10 +1574,10 @@ def test_a_bootstrap_error_before_the_choice_fails_the_rank(tmp_path):
 
 
 @pytest.mark.parametrize("thread", ["Progress Thread", "Proxy Thread"])
-def test_a_link_that_breaks_at_the_first_collective_fails_the_job(tmp_path, thread):
+def test_a_link_that_breaks_at_the_first_collective_is_a_link_error(tmp_path, thread):
     # nccl-tests#252 (HPC-X's IB plugin): every rank completed init, then the first
     # collective's send completed with error 4 and the proxy's progress thread returned it
-    # (`[Proxy Thread]` before NCCL 2.19): the job failed on IB, after init
+    # (`[Proxy Thread]` before NCCL 2.19): the job ran on IB, then that link broke
     streams = job(L.ib_rank, nccl="2.18.5")
     h, pid = L.rank_host(4), 40000 + 17 * 4
     streams[4] += L.warn(h, pid, 0, "NET/IB : Got completion from peer 10.3.35.1<49189> with "
@@ -1570,17 +1586,15 @@ def test_a_link_that_breaks_at_the_first_collective_fails_the_job(tmp_path, thre
     streams[4] += [L.info(h, pid, 0, m, tid=pid + 9) for m in (
         "transport/net.cc:1137 -> 6", "proxy.cc:698 -> 6", f"proxy.cc:878 -> 6 [{thread}]")]
     code, d = check(tmp_path, L.interleave(streams, 8))
-    assert d["transport"] == "failed" and d["attempted"] == "ib" and code == 1, d["summary"]
-    [bad] = [r for r in d["ranks"] if r["transport"] == "failed"]
-    assert bad["host"] == h and bad["failed_after_init"] is True
-    assert d["summary"].startswith("fabrikit: ERROR NCCL network failed after init on 1/8 ranks")
-    assert "(on ib)" in d["summary"]
-    # the same WARN with no chain (a cut paste: NCCL retries no request that completed with
-    # an error) fails it too
+    assert d["transport"] == "ib" and code == 0, d["summary"]
+    [bad] = [r for r in d["ranks"] if r["link_error"]]
+    assert bad["host"] == h and bad["transport"] == "ib" and "error 4" in bad["link_error"]
+    assert "link-failed" in [w["code"] for w in d["warnings"]]
+    # the same WARN with no chain (a cut paste) the same
     streams[4] = streams[4][:-3]
     code, d = check(tmp_path, L.interleave(streams, 8))
-    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
-    assert [r["failed_after_init"] for r in d["ranks"]].count(True) == 1
+    assert d["transport"] == "ib" and sum(bool(r["link_error"]) for r in d["ranks"]) == 1
+    assert not any(r["failed_after_init"] for r in d["ranks"])
 
 
 def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
@@ -1705,21 +1719,23 @@ def test_a_warn_whose_message_was_wrapped_onto_indented_lines(tmp_path):
         assert v["summary"] == d["summary"] and v["ranks"][0]["failure"] == d["ranks"][0]["failure"]
         failures.append(d["ranks"][0]["failure"])
     assert failures == ["NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"] * 2
-    # the same for a request that completed with an error: before Init COMPLETE it failed
-    # the rank; after it, the link failed under a running job (a debugging note's cxi job,
-    # VNI not found: every SEND completed with error, the job hung): failed after init
+    # a request that completed with an error: while init was under way (its communicator
+    # line shows, no Init COMPLETE) it failed the rank; after Init COMPLETE (a debugging
+    # note's cxi job, VNI not found: every SEND completed with error, the job hung) the job
+    # ran on OFI and that link broke; so where no init line shows at all
     wrapped = warn("NET/OFI Request 0x400aa7dd3b98 completed with error.",
                    "RC: 107. Error: Inappropriate ioctl for device.")
-    code, d = check(tmp_path, head + wrapped)
+    start = [L.info(h, pid, 0, "ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init START")]
+    code, d = check(tmp_path, head + start + wrapped)
     assert (d["transport"], d["attempted"]) == ("failed", "ofi"), d["summary"]
     assert d["ranks"][0]["nccl_warnings"] == [
         "NET/OFI Request 0x400aa7dd3b98 completed with error. RC: 107. Error: Inappropriate "
         "ioctl for device."]
     done = [L.info(h, pid, 0, "ncclCommInitRank \u2026 rank 0 nranks 2 \u2026 Init COMPLETE")]
-    code, d = check(tmp_path, head + done + wrapped)
-    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "cxi"), \
-        d["summary"]
-    assert d["ranks"][0]["failed_after_init"] is True
+    for lines in (head + done + wrapped, head + wrapped):
+        code, d = check(tmp_path, lines)
+        assert (d["transport"], d["provider"]) == ("ofi", "cxi"), d["summary"]
+        assert d["ranks"][0]["link_error"].startswith("NET/OFI Request 0x400aa7dd3b98")
 
 
 def test_a_paste_stripped_of_prefix_and_level_keeps_the_plugins_errors(tmp_path):
@@ -2913,15 +2929,16 @@ def test_a_job_that_spans_nodes_is_not_called_single_node_when_nothing_was_chose
 
 
 def test_the_warning_says_after_init_where_the_summary_does(tmp_path):
-    # a cxi job whose sends completed with errors after Init COMPLETE (VNI not found)
-    h = "nid001"
+    # an IB job whose HCA reported a catastrophic error after Init COMPLETE, passed up
+    h = "gpu01"
     lines = [L.info(h, 7, 0, m) for m in (
-        "NET/OFI Selected Provider is cxi (found 4 nics)", "Using network AWS Libfabric",
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", "Using network IB",
         "ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE")]
-    lines += L.warn(h, 7, 0, "NET/OFI Request 0x400a completed with error. RC: 107. Error: "
-                    "Inappropriate ioctl for device.", where="ofi_process_cq:196")
+    lines += L.warn(h, 7, 0, "NET/IB : Got async event : local catastrophic error",
+                    where="transport/net_ib.cc:84")
+    lines += [L.info(h, 7, 0, "transport/net.cc:1227 -> 6")]
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "failed" and d["ranks"][0]["failed_after_init"]
+    assert d["transport"] == "failed" and d["ranks"][0]["failed_after_init"], d["summary"]
     w = next(w["message"] for w in d["warnings"] if w["code"] == "net-init-failed")
     assert "NCCL network failed after init" in w and "failed after init" in d["summary"]
 
@@ -2937,7 +2954,7 @@ def test_aws_ofi_rccl_names_rccl(tmp_path):
     assert "aws-ofi-rccl 1.4.0" in res.output and "aws-ofi-nccl" not in res.output
 
 
-def test_completion_errors_alone_do_not_say_init(tmp_path):
+def test_completion_errors_alone_are_links_that_broke(tmp_path):
     # nccl#2397: a paste of the WARNs only (RoCE, retry exceeded after ten good iterations):
     # a request completed with an error, which only a connected link has
     lines = []
@@ -2946,15 +2963,20 @@ def test_completion_errors_alone_do_not_say_init(tmp_path):
                         "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV_RDMA_WITH_IMM(129) "
                         "vendor_err=129 hca mlx5_1", where="transport/net_ib.cc:2397")
     code, d = check(tmp_path, lines)
-    assert (d["transport"], d["attempted"]) == ("failed", "ib")
-    assert d["summary"].startswith("fabrikit: ERROR NCCL network failed on 2/2 ranks: ")
-    w = next(w["message"] for w in d["warnings"] if w["code"] == "net-init-failed")
-    assert w.startswith("NCCL network failed on 2/2 ranks on ib")
+    assert (d["transport"], d["attempted"], code) == ("ib", None, 0), d["summary"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "link-failed")
+    assert w.startswith("a link broke while the job ran on it, on 2/2 ranks (NET/IB: Got compl")
     # a failure that is no completion error, with no Init COMPLETE: init failed
     lines = L.warn("n1", 9, 0, "Call to ibv_create_cq failed", where="misc/ibvwrap.cc:268")
     code, d = check(tmp_path, [L.info("n1", 9, 0, "Using network IB"), *lines,
                                L.info("n1", 9, 0, "init.cc:1234 -> 2")])
     assert d["summary"].startswith("fabrikit: ERROR NCCL network init failed on 1/1 ranks")
+    # ... and so is a completion error passed up to init
+    lines = L.warn("n1", 9, 0, "NET/IB : Got completion from peer 10.0.0.4<1> with error 12",
+                   where="transport/net_ib.cc:881")
+    code, d = check(tmp_path, [L.info("n1", 9, 0, "Using network IB"), *lines,
+                               L.info("n1", 9, 0, "init.cc:1234 -> 6")])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
 
 
 def test_rccl_logs_get_rccl_advice(tmp_path):
