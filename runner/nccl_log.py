@@ -245,7 +245,7 @@ _PASS_PATTERNS = (
     # every branch starts with `NCCL `, which the engine then skips to as one literal)
     r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:\[Rank \d+\] )?(?:%s)|NCCL version \d|"
     r"NCCL failure " % _MSG_HEADS,
-    r"via NET/",  # channel and ring lines that cross nodes
+    r"via (?:COLL)?NET/",  # channel and ring lines that cross nodes (and CollNet's)
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:-> -?\d|WARN )",
@@ -1179,6 +1179,15 @@ class _Proc:
         if k > 0 and level == "INFO" and (msg.startswith("Channel") or msg.startswith("Ring")
                                           or (msg[0].isdigit() and _BARE_RING.match(msg))):
             self._take_channel(msg, k + 9, seq)  # most lines of a big job: keep it short
+            return
+        if k < 0 and msg[0] == "C" and msg.startswith("CollNet ") and " via COLLNET/" in msg:
+            # `CollNet 05/0 : 5 [receive] via COLLNET/SHARP/5/GDRDMA`: SHARP's reduction in
+            # the IB switches, which runs between nodes only (nccl#1219, a paste whose
+            # rings' lines were cut); IB where nothing else says which network
+            self._weak_default(Transport.IB, seq)
+            self.net_channels += 1
+            self.chan_seq = seq
+            self.gdrdma = self.gdrdma or "GDRDMA" in msg
             return
         if "FI_" in msg:
             self._take_fi(msg)

@@ -80,6 +80,7 @@ EDGES = [
     b"# Using devices",  # none: nccl-tests' own
     b"INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa",  # aws-ofi-nccl's
     b"10.3.35.83: WARN: Function: main Line: 66: NET/OFI OFI NCCL failure: 2",  # ... under pdsh
+    b"node:176:4360 [5] NCCL INFO CollNet 05/0 : 5 [receive] via COLLNET/SHARP/5/GDRDMA",
 ]
 
 

@@ -3076,3 +3076,16 @@ def test_the_summary_counts_every_rank_of_the_kind(tmp_path):
     lines.append(L.info("llm-10", 200, 0, "Using network Socket"))
     code, d = check(tmp_path, lines)
     assert "transport Socket/eth0,eth1 on 7/7 ranks" in d["summary"]
+
+
+def test_collnet_channels_are_sharp_over_ib_between_nodes(tmp_path):
+    # nccl#1219 (HPC-X's SHARP plugin, NCCL_COLLNET_ENABLE=1): the paste kept CollNet's
+    # channel lines, not the rings'; CollNet runs between nodes only, over IB
+    lines = [L.info("node", 176, 5, f"CollNet {c:02d}/0 : 5 [{w}] via COLLNET/SHARP/5/GDRDMA",
+                    tid=4360) for c in range(2) for w in ("receive", "send")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"]) == ("ib", True), d["summary"]
+    assert d["ranks"][0]["gdrdma"] is True
+    # a selection line still says which network the rings used
+    code, d = check(tmp_path, [L.info("node", 176, 5, "Using network Socket"), *lines])
+    assert d["transport"] == "socket"
