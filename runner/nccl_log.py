@@ -446,6 +446,7 @@ _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name
 _ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
 _NET_USING = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?Using (?P<rest>.*)")
 _IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(?=[\s;]|$)")
+_UVERBS = re.compile(r":uverbs\d+(?=:)")
 _IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
 _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b")
 # The IB transport checking GPUDirect for a device it uses (no device line in a paste that
@@ -1520,7 +1521,9 @@ class _Proc:
             else:
                 m = _IB_DEVICE_LINE.match(msg)
                 if m:  # NCCL 2.2-2.3 list the devices one per line, once IB found them
-                    self._push("ib_devices", m.group("dev"))
+                    # (2.28 details each device of its `Using` line so: `NET/IB: [1]
+                    # rocep1s0f1:uverbs1:1/RoCE provider=Mlx5 ...`, the same device)
+                    self._push("ib_devices", _UVERBS.sub("", m.group("dev")))
                     self._weak_default(Transport.IB, seq)
         elif msg.startswith("NET/Socket"):
             m = _NET_USING.match(msg)

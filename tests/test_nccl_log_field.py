@@ -3089,3 +3089,16 @@ def test_collnet_channels_are_sharp_over_ib_between_nodes(tmp_path):
     # a selection line still says which network the rings used
     code, d = check(tmp_path, [L.info("node", 176, 5, "Using network Socket"), *lines])
     assert d["transport"] == "socket"
+
+
+def test_nccl_2_28_device_details_are_the_same_devices(tmp_path):
+    # DGX Spark over RoCE (NCCL 2.28): each device of the Using line is detailed again
+    h = "spark-4440"
+    lines = [L.info(h, 24302, 0, m) for m in (
+        "NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:"
+        "10.0.0.1<0>",
+        "NET/IB: [1] rocep1s0f1:uverbs1:1/RoCE provider=Mlx5 speed=200000 context=0xc53b ar=0",
+        "NET/IB: [3] roceP2p1s0f1:uverbs3:1/RoCE provider=Mlx5 speed=200000 context=0xc53c ar=0",
+        "Using network IB")]
+    code, d = check(tmp_path, lines)
+    assert d["ranks"][0]["ib_devices"] == ["rocep1s0f1:1", "roceP2p1s0f1:1"]
