@@ -41,8 +41,11 @@ Design:
 - A transport chosen and then given up during init (a WARN and an error chain such as
   `init.cc:NNN -> 2`, with no `Init COMPLETE` after the choice) makes the rank `failed`,
   keeping the transport it tried as `attempted`; after an `Init COMPLETE` only a network
-  error does (NCCL >= 2.22 connects at the first collective), not a CUDA fault or a bad
-  argument of a running job. Probing noise (`include/net.h:24 -> 2`,
+  error NCCL passed up does (NCCL >= 2.22 connects at the first collective), not a CUDA
+  fault or a bad argument of a running job. A link that was up and then broke (a request
+  that completed with an error, after init or with no init line in the paste) is no failed
+  init: the rank keeps the transport it ran on, with `link_error` and the `link-failed`
+  warning. Probing noise (`include/net.h:24 -> 2`,
   `NET/OFI No eligible providers`) is not a failure; a plugin that fails before NCCL picks
   another network is a fallback, not a failure.
 - Inter-node traffic: `nNodes N` (NCCL >= 2.18) decides where printed; else `via NET/...`
