@@ -1267,7 +1267,9 @@ class _Proc:
                 if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg \
                         or "[Progress Thread]" in msg or "[Proxy Thread]" in msg:
                     self.top_seq = seq
-                    if "[Async thread]" in msg or _INIT_FILE.search(m.group("file")):
+                    if _INIT_FILE.search(m.group("file")):
+                        # (not group.cc's async thread: it also runs the connections NCCL
+                        # >= 2.22 makes at the first collective, `enqueue.cc` after it)
                         self.init_chain_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _LOCAL_FILE.search(m.group("file")) or (
