@@ -1039,7 +1039,7 @@ class _Proc:
         "weak_in_use", "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind",
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
-        "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq",
+        "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1088,7 +1088,8 @@ class _Proc:
         # the weak choice is only a line showing a network in use (_weak_default)
         self.weak_in_use = False
         self.boot_loopback: bool | None = None  # the bootstrap's own address is 127.x / ::1
-        self.init_chain_seq = -1  # last error chain link in init.cc or init's async thread
+        self.init_chain_seq = -1  # last error chain link in init.cc
+        self.progress_seq = -1  # last error chain link in the proxy's progress thread
         self.weak_seq = -1
         self.complete_seq = -1  # last "Init COMPLETE"
         self.chan_seq = -1  # last "via NET/..." line
@@ -1267,6 +1268,8 @@ class _Proc:
                 if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg \
                         or "[Progress Thread]" in msg or "[Proxy Thread]" in msg:
                     self.top_seq = seq
+                    if "[Progress Thread]" in msg:  # (NCCL >= 2.19: data only; before it
+                        self.progress_seq = seq  # the `[Proxy Thread]` set links up too)
                     if _INIT_FILE.search(m.group("file")):
                         # (not group.cc's async thread: it also runs the connections NCCL
                         # >= 2.22 makes at the first collective, `enqueue.cc` after it)
@@ -1710,11 +1713,21 @@ class _Proc:
         and 25 (eight real logs, seven helpers) read these so; an error before a link was
         up (`ibv_modify_qp failed`, a chain to init.cc after the completion error) is a
         failed init."""
-        if self.link_seq < 0 or not self.err_msg or not _LINK_ERROR.search(self.err_msg):
+        if not self.err_msg:
             return None
-        if 0 <= self.complete_seq < self.link_seq or (
-                self.complete_seq < 0 and self.nranks is None
-                and self.init_chain_seq < self.link_seq):
+        if self.link_seq < 0 or not _LINK_ERROR.search(self.err_msg):
+            # (or any network error the progress thread passed up: from NCCL 2.19 on it
+            # moves data on links that are up, and the proxy's service thread sets them up;
+            # aws-ofi-nccl#927's `NET/OFI Unexpected status (0) for message 246` in a
+            # reduce_scatter)
+            if not (self.progress_seq > self.err_seq >= 0 and self.err_kind is not None
+                    and self.init_chain_seq < self.err_seq):
+                return None
+            link = self.err_seq
+        else:
+            link = self.link_seq
+        if 0 <= self.complete_seq < link or (
+                self.complete_seq < 0 and self.nranks is None and self.init_chain_seq < link):
             return self.err_msg
         return None
 
@@ -1722,6 +1735,9 @@ class _Proc:
                collnet_fallback: bool = False) -> RankReport:
         selected, network = self.selection()
         failure, attempted = self.failure(selected, inter_node, collnet_fallback)
+        link_error = self.link_failure() if failure is None else None
+        if selected is None and link_error is not None:
+            selected = self.err_kind  # a paste of a running job's errors: the link's network
         if failure is not None:
             chosen = Transport.FAILED
         else:
@@ -1765,7 +1781,7 @@ class _Proc:
             library=self.library,
             failed_after_init=failure is not None and 0 <= self.complete_seq < max(
                 self.err_seq, self.top_seq, self.fatal_seq),
-            link_error=self.link_failure() if failure is None else None,
+            link_error=link_error,
         )
 
     def inter_node(self) -> bool | None:

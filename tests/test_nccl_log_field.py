@@ -3105,3 +3105,22 @@ def test_nccl_2_28_device_details_are_the_same_devices(tmp_path):
         "Using network IB")]
     code, d = check(tmp_path, lines)
     assert d["ranks"][0]["ib_devices"] == ["rocep1s0f1:1", "roceP2p1s0f1:1"]
+
+
+def test_an_error_the_progress_thread_passed_up_is_a_running_link_s(tmp_path):
+    # aws-ofi-nccl#927 (NCCL 2.19+, no prefixes left): in a reduce_scatter, the plugin's
+    # RDMA protocol met a message it did not expect; NCCL's progress thread passed it up
+    lines = ["get_req_from_imm_data:1411 NCCL WARN NET/OFI Unexpected status (0) for message 246",
+             "NCCL INFO transport/net.cc:1302 -> 3", "NCCL INFO proxy.cc:698 -> 3",
+             "NCCL INFO proxy.cc:878 -> 3 [Progress Thread]"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ofi" and "Unexpected status" in d["ranks"][0]["link_error"]
+    # before 2.19 the `[Proxy Thread]` also set links up: a connect's error there failed
+    # init (accelerate#609: `Call to recv failed : Connection reset by peer` in net_ib.cc's
+    # accept, up to proxy.cc)
+    old = [L.info("A100-VM", 36759, 0, m, tid=36970) for m in (
+        "transport/net_ib.cc:593 -> 2", "transport/net_ib.cc:734 -> 2", "include/net.h:26 -> 2",
+        "transport/net.cc:348 -> 2", "proxy.cc:198 -> 2 [Proxy Thread]")]
+    code, d = check(tmp_path, L.warn("A100-VM", 36759, 0, "Call to recv failed : Connection "
+                                     "reset by peer", where="include/socket.h:421") + old)
+    assert d["transport"] == "failed", d["summary"]
