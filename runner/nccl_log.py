@@ -3427,6 +3427,9 @@ class _Judge:
             slow=slow, failed=failed, fabric=fabric, kind=kind, fab_note=fab_note,
             nccl_version=nccl_version, plugin=plugin, plugin_version=plugin_version,
             hazard=hazard, library=library, kinds=kinds, nodes=nodes)
+        if broke and verdict is not Verdict.FAILED:  # (what a job's epilogue shows)
+            summary += (f"; then a link broke on {_frac(len(broke), total)} ranks: "
+                        f"{broke[0].link_error[:120]}")
         order = {c: i for i, c in enumerate(WARNING_CODES)}
         warnings = tuple(sorted(self.warnings, key=lambda w: order[w.code]))
         return LogVerdict(

@@ -778,6 +778,7 @@ def test_a_link_that_broke_after_init_is_the_transport_the_job_ran_on(tmp_path):
                for r in d["ranks"])
     w = next(w["message"] for w in d["warnings"] if w["code"] == "link-failed")
     assert w.startswith("a link broke while the job ran on it, on 8/8 ranks")
+    assert "; then a link broke on 8/8 ranks: NET/IB : Got completion" in d["summary"]
     # the WARN alone (a cut paste, a hung job: nccl#733) the same
     streams = [s[:-1] for s in streams]
     code, d = check(tmp_path, L.interleave(streams, 0), "--fabric", "infiniband")
