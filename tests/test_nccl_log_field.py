@@ -3125,3 +3125,30 @@ def test_an_error_the_progress_thread_passed_up_is_a_running_link_s(tmp_path):
     code, d = check(tmp_path, L.warn("A100-VM", 36759, 0, "Call to recv failed : Connection "
                                      "reset by peer", where="include/socket.h:421") + old)
     assert d["transport"] == "failed", d["summary"]
+
+
+def test_job_end_names_a_broken_link_where_nothing_else_says_why(tmp_path):
+    # an IB job that lost a link mid-run, with no srun/torchrun report in its log: the
+    # epilogue's cause is that link, on the host that saw it (not "no known cause")
+    streams = job(L.ib_rank)
+    h, pid = L.rank_host(5), 40000 + 17 * 5
+    streams[5] += L.warn(h, pid, 1, "NET/IB : Got completion from peer 10.1.0.2<42> with "
+                         "status=12 opcode=0 len=0 vendor err 129 (Recv)",
+                         where="transport/net_ib.cc:1696")
+    path = L.write_log(tmp_path / "job-7.log", L.interleave(streams, 2))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+
+    def job_end(status: str) -> tuple[int, list[str]]:
+        proc = subprocess.run([sys.executable, "-c", "from runner.cli import main; main()",
+                               "job-end", "--status", status, "--fabric", "infiniband",
+                               str(path)], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=120)
+        return proc.returncode, proc.stdout.strip().splitlines()
+
+    code, out = job_end("1")
+    assert code == 1 and len(out) == 2, out
+    assert "; then a link broke on 1/8 ranks: NET/IB : Got completion" in out[0]
+    assert out[1].startswith(f"fabrikit: FAILED: the job step exited with status 1 after a "
+                             f"link broke on {h}: NET/IB : Got completion from peer")
+    code, out = job_end("0")  # a step that ended well has no cause, whatever it logged
+    assert code == 0 and len(out) == 1, out
