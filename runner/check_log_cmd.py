@@ -107,6 +107,8 @@ def _parse_env(items: Iterable[str]) -> dict[str, str]:
 
 def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
     """One row per rank: rank, host:pid, transport, provider/devices, NCCL, plugin."""
+    from runner.nccl_log import ofi_plugin_name  # (loaded already: the verdict is its)
+
     header = ("RANK", "HOST:PID", "TRANSPORT", "PROVIDER/DEVICES", "NCCL", "PLUGIN")
     rows = []
     for r in verdict.ranks[:max_rows]:
@@ -127,11 +129,10 @@ def format_table(verdict: "LogVerdict", max_rows: int = MAX_TABLE_ROWS) -> str:
             where = f"selected {r.selected_label}, no inter-node traffic"
         else:
             where = "-"
+        version = (f"{ofi_plugin_name(r.library or verdict.library)} {r.plugin_version}"
+                   if r.plugin_version else None)
         plugin = " ".join(x for x in (r.plugin, f"({r.plugin_api})" if r.plugin_api else None,
-                                      r.plugin_version and "aws-ofi-{} {}".format(
-                                          "rccl" if (r.library or verdict.library) == "rccl"
-                                          else "nccl", r.plugin_version))
-                          if x) or ("internal" if r.plugin_missing else "-")
+                                      version) if x) or ("internal" if r.plugin_missing else "-")
         nccl = r.nccl_version or verdict.nccl_version or "-"
         rows.append((str(r.rank) if r.rank is not None else "?", r.who, r.transport.value,
                      where, nccl, plugin))

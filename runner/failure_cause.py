@@ -44,6 +44,13 @@ class Cause(msgspec.Struct, frozen=True):
     node: str | None = None
 
 
+def link_broke(status: int, host: str, error: str) -> Cause:
+    """The cause where the log names no other, but NCCL's analysis saw a link that broke
+    while the job ran on it (runner.nccl_log: a rank's link_error)."""
+    return Cause("link-failed", f"the job step exited with status {status} after a link "
+                 f"broke on {host}: {error[:120]}", host)
+
+
 def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) -> Cause | None:
     """The most specific cause found in the log of a job step that exited with `status`.
 

@@ -49,7 +49,7 @@ def _stream(log: Path, analyser) -> Iterator[str]:
 @click.option("--check-transport/--no-check-transport", default=True)
 def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, check_transport: bool) -> int:
     """Summarise a finished job step from its combined log (used by generated scripts)."""
-    from .failure_cause import Cause, diagnose
+    from .failure_cause import diagnose, link_broke
 
     analyser = None
     if check_transport:
@@ -74,8 +74,7 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
         broke = next((r for r in verdict.ranks if r.link_error), None)
         if cause is not None and cause.kind == "unknown" and broke is not None:
             # no srun/torchrun report of its own, but NCCL's: a link that broke mid-run
-            cause = Cause("link-failed", f"the job step exited with status {status} after a "
-                          f"link broke on {broke.host}: {broke.link_error[:120]}", broke.host)
+            cause = link_broke(status, broke.host, broke.link_error)
     if cause is not None:
         click.echo(f"fabrikit: FAILED: {cause.message} (log: {log})")
         return 1

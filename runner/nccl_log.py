@@ -1240,9 +1240,8 @@ class _Proc:
                     self.plugin_failed = self.plugin_failed or msg[:200]
                     self.plugin_failed_seq = seq
         elif c == "B" and msg.startswith("Bootstrap"):
-            self._take_ips(msg)
             self.socket_is_choice = True
-            ips = [m.group("ip") for m in _IFACE_IP.finditer(msg)]
+            ips = self._take_ips(msg)
             if ips:
                 self.boot_loopback = all(_loopback(ip) for ip in ips)
         elif c == "r":
@@ -1383,6 +1382,13 @@ class _Proc:
             self._weak(kind, seq)
             self.weak_in_use = True
 
+    def without_weak_choice(self) -> "_Proc":
+        """A copy that chose nothing by a weak line (the judge's second thought about it);
+        the analyser's own state stays as it was, since more lines may come."""
+        p = self.copy()
+        p.weak_kind, p.weak_seq, p.sel_seq, p.weak_in_use = None, -1, -1, False
+        return p
+
     def _rank(self, rank: int, nranks: int) -> None:
         if self.nranks is None or nranks > self.nranks:
             self.rank, self.nranks = rank, nranks
@@ -1390,9 +1396,11 @@ class _Proc:
         elif nranks == self.nranks and len(self.ranks_seen) < _MAX_RANKS_SEEN:
             self.ranks_seen.add(rank)
 
-    def _take_ips(self, msg: str) -> None:
-        for m in _IFACE_IP.finditer(msg):
-            self._push("ips", m.group("ip"), 4)
+    def _take_ips(self, msg: str) -> list[str]:
+        ips = [m.group("ip") for m in _IFACE_IP.finditer(msg)]
+        for ip in ips:
+            self._push("ips", ip, 4)
+        return ips
 
     def _take_fi(self, msg: str) -> None:
         m = _FI_PROVIDER_ENV.search(msg)
@@ -1916,6 +1924,7 @@ def _one_process_records(text: str) -> list[str] | None:
     if len(heads) < 2:
         return None
     ref = next((m.group("who") for m in heads if m.group("who")), None)
+    ref_host, _, ref_pid = (ref or "").rpartition(":")
     cuts, bare = [0], [False]
     for m in heads[1:]:
         who, at = m.group("who"), m.start()
@@ -1928,11 +1937,10 @@ def _one_process_records(text: str) -> list[str] | None:
         else:
             g = _GLUED_PID_TID.search(text, 0, at)
             if g:
-                if ref is None or ref.rpartition(":")[2] != g.group("pid"):
+                if ref is None or ref_pid != g.group("pid"):
                     return None
-                host = ref.rpartition(":")[0]
-                k = text.rfind(host, 0, g.start())
-                if k <= cuts[-1] or k + len(host) != g.start():
+                k = text.rfind(ref_host, 0, g.start())
+                if k <= cuts[-1] or k + len(ref_host) != g.start():
                     return None
                 at = k
         cuts.append(at)
@@ -2540,10 +2548,9 @@ class LogAnalyser:
                 # one process per pid (not a real one: no host says where it ran)
                 labels = {**labels, "label": (labels.get("label", "") + " pid " +
                                               d.group("pid")).strip()}
-        elif rest[:1] in "IWT" and _OFI_TEST_HEAD.match(rest):
+        elif rest[:1] in "IWT" and (t := _OFI_TEST_HEAD.match(rest)):
             # aws-ofi-nccl's test programs log with their own prefix, no pid or host
-            t = _OFI_TEST_HEAD.match(rest)
-            level, msg = t.group("level"), rest[t.end():]  # type: ignore[union-attr]
+            level, msg = t.group("level"), rest[t.end():]
         elif _BARE_MSG.match(rest):
             # no level and no prefix left (a paste stripped of both): the plugin's error
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
@@ -2664,6 +2671,11 @@ def analyse(
 
 # --------------------------------------------------------------------------------------------
 # Judging: from per-process state to the job verdict
+
+
+def ofi_plugin_name(library: str | None) -> str:
+    """The libfabric plugin of the library a log names: aws-ofi-rccl for RCCL."""
+    return "aws-ofi-rccl" if library == "rccl" else "aws-ofi-nccl"
 
 
 def _in_words_of(library: str | None, hint: str) -> str:
@@ -2880,8 +2892,7 @@ def _bootstrap_only(procs: list[_Proc]) -> list[_Proc]:
     for p in procs:
         if p.weak_kind is Transport.SOCKET and not p.ib_no_device and not p.nets \
                 and not p.via_nets and not p.socket_is_choice:
-            p = p.copy()  # the analyser's own state stays as it was (more lines may come)
-            p.weak_kind, p.weak_seq, p.sel_seq, p.weak_in_use = None, -1, -1, False
+            p = p.without_weak_choice()
         out.append(p)
     return out
 
@@ -2899,8 +2910,7 @@ def _plugin_given_up(procs: list[_Proc]) -> list[_Proc]:
     for p in procs:
         if p.weak_in_use and p.weak_kind is Transport.OFI and not p.provider \
                 and not p.nets and not p.via_nets and not p.plugin_failed:
-            p = p.copy()  # the analyser's own state stays as it was (more lines may come)
-            p.weak_kind, p.weak_seq, p.sel_seq, p.weak_in_use = None, -1, -1, False
+            p = p.without_weak_choice()
         out.append(p)
     return out
 
@@ -3086,10 +3096,10 @@ class _Judge:
         common.cu:345 'unhandled system error'`) where NCCL's own lines show no failure
         (the paste holds no WARN): the ranks on that host that crossed nodes failed on
         their link (nccl-tests#36: rings over NET/IB/GDRDMA, then this on both hosts; the
-        maintainer: "the IB communication problem"). The same for PyTorch's echo of a
-        link's error (`Last error:` then `NET/IB : Got completion from peer ... error 12`),
-        a line of no rank's: which rank's link it was is not said. One node's ranks are
-        left as they are."""
+        maintainer: "the IB communication problem"). One node's ranks are left as they are.
+        PyTorch's echo of a link's error (`Last error:` then `NET/IB : Got completion from
+        peer ... error 12`, a line of no rank's, which does not say whose link it was) fails
+        no rank: the ranks that crossed nodes get it as their link_error (link_failure)."""
         fails = {h: f"nccl-tests: Test NCCL failure '{e}'"
                  for h, e in self.a._tests_failures.items() if _TESTS_NET_ERROR.search(e)}
         active = (Transport.OFI, Transport.IB, Transport.SOCKET)
@@ -3475,7 +3485,7 @@ class _Judge:
         if nccl_version:
             details.append(f"{'RCCL' if library == 'rccl' else 'NCCL'} {nccl_version}")
         if plugin_version:
-            details.append(f"aws-ofi-{'rccl' if library == 'rccl' else 'nccl'} {plugin_version}")
+            details.append(f"{ofi_plugin_name(library)} {plugin_version}")
         elif plugin:
             details.append(f"plugin {plugin}")
         detail = f" ({', '.join(details)})" if details else ""
