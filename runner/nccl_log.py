@@ -205,7 +205,7 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d)|ncclComm|Bootstrap|"
-              r"Init timings|CUDA Dev \d+\[\d+\], |"
+              r"Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -240,7 +240,10 @@ _BARE_START = r"(?=[\[ |0-9A-Z>#]|nccl|comm |rank )"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
-_BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid[^\S\n]"
+_BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid[^\S\n]" + (
+    # ... and the WARN of a socket that could not be set up, as PyTorch echoes it after
+    # `Last error:` (see _SOCKET_INIT_ECHO)
+    r"|ncclSocketInit: connecting to |Bootstrap : no socket interface found")
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
@@ -458,6 +461,12 @@ _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b
 # choice of the checker's: the real pastes that hold only it were of one host, nccl#901,
 # nccl-tests#117, and would read socket where nothing says how many hosts there were.)
 _IB_GDR = re.compile(r"^NET/IB\w* ?: ?GPU Direct RDMA (?:\([^)]*\) )?[EeDd]\w*abled for HCA")
+# ... and the libfabric plugin's own (`NET/OFI : GPU Direct RDMA Enabled for HCA 0 'cxi0'`,
+# a field guide's lines from a 2-node Slingshot run that kept nothing else): Slingshot's
+# NICs are named cxi<N> by their provider
+_OFI_GDR = re.compile(r"^NET/(?:OFI|AWS Libfabric|Libfabric) ?: ?GPU Direct RDMA "
+                      r"(?:\([^)]*\) )?[EeDd]\w*abled for HCA \d+(?: '(?P<dev>[^']*)')?")
+_CXI_NIC = re.compile(r"cxi\d+$")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 # (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
@@ -549,6 +558,14 @@ _FI_PROVIDER_ENV = re.compile(
 _FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
 _JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>(?:[^"\\]|\\.)*)"')
 # Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
+# NCCL's WARN that its socket layer could not even be set up (no usable interface, or a
+# peer's address unreadable: NCCL_SOCKET_IFNAME naming no interface, nccl#1837; nodes of
+# different NCCL versions), as PyTorch echoes it after `Last error:` under a launcher's
+# prefix, where the rank's own WARN is not in the log: init failed before any network was
+# chosen
+_SOCKET_INIT_ECHO = re.compile(
+    r"(?:ncclSocketInit: connecting to address .* is neither AF_INET|"
+    r"Bootstrap : no socket interface found)")
 _STRIPPED_WARN = re.compile(
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
@@ -1174,6 +1191,13 @@ class _Proc:
             return
         if msg[-1] == "m" and "[" in msg and _PASTED_COLOUR.search(msg):
             msg = _PASTED_COLOUR.sub("", msg).strip()
+        elif msg[-1] == "|" and msg[-2:-1] in (" ", "|"):
+            # a page that rendered the paste as a table left its cells' bars after each
+            # line (`Using internal Network Socket | |`, a gist's copy): no message of
+            # NCCL's ends with one
+            msg = msg.rstrip("| \t")
+            if not msg:
+                return
         if msg[0] == "[" and msg.startswith("[Rank "):  # NCCL >= 2.28: `[Rank 5] ncclComm...`
             m = _RANK_TAG.match(msg)
             if m:
@@ -1479,6 +1503,11 @@ class _Proc:
             if m:
                 self.nccl_version = m.group("v")
                 self.library = self.library or "nccl"
+        elif msg.startswith(("NET/OFI", "NET/AWS Libfabric", "NET/Libfabric")) and (
+                g := _OFI_GDR.match(msg)):
+            self._weak_default(Transport.OFI, seq)
+            if g.group("dev") and _CXI_NIC.match(g.group("dev")):
+                self._push("named_providers", "cxi", 4)
         elif msg.startswith("NET/OFI"):
             m = _PROVIDER.match(msg)
             if m and (m.group("end") is None
@@ -1848,7 +1877,7 @@ class _State:
             lf_providers=dict(a._lf_providers),
             fixed=(list(a._ibverbs_hosts), {k: list(v) for k, v in a._lf_by_pid.items()},
                    {k: set(v) for k, v in a._log_env.items()}, dict(a._tests_hosts),
-                   dict(a._tests_failures),
+                   dict(a._tests_failures), a._init_echo,
                    a._n_prefixes,
                    len(a._prefixes), len(a._prefixes.get(src, ()))),
         )
@@ -2055,6 +2084,7 @@ class LogAnalyser:
         self._ibverbs_hosts: list[str] = []
         self._tests_hosts: dict[int, str] = {}  # nccl-tests' rank table: rank -> host
         self._tests_failures: dict[str, str] = {}  # nccl-tests' failed calls: host -> error
+        self._init_echo: str | None = None  # an echo of a socket init's WARN (_SOCKET_INIT_ECHO)
         self._dropped_procs = 0
         self._lf_by_pid: dict[int, list[str]] = {}  # libfabric's own lines, by process id
         self._lf_providers: Counter[str] = Counter()
@@ -2551,6 +2581,12 @@ class LogAnalyser:
         elif rest[:1] in "IWT" and (t := _OFI_TEST_HEAD.match(rest)):
             # aws-ofi-nccl's test programs log with their own prefix, no pid or host
             level, msg = t.group("level"), rest[t.end():]
+        elif ("ncclSocketInit: " in rest or "Bootstrap : no socket" in rest) and (
+                e := _SOCKET_INIT_ECHO.search(rest)):
+            # (under any launcher's prefix: `[trainer0|0]:ncclSocketInit: ...`)
+            if self._init_echo is None:
+                self._init_echo = rest[e.start():e.start() + 200]
+            return
         elif _BARE_MSG.match(rest):
             # no level and no prefix left (a paste stripped of both): the plugin's error
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
@@ -3112,6 +3148,15 @@ class _Judge:
                 # (the echo's link broke while the job ran on it, as link_failure says)
                 return [replace(r, link_error=echo) if r.transport in active else r
                         for r in reports]
+        if not fails and self.a._init_echo and reports and not any(
+                r.transport is Transport.FAILED or r.link_error for r in reports) and not any(
+                p.complete_seq >= 0 or p.net_channels for p in self.all_procs):
+            # The echo of a socket init's WARN (`Last error:` then `ncclSocketInit: ...
+            # neither AF_INET`, nccl#1837) where no rank's own lines show it, nor an init
+            # that completed: the job's init failed, trying what each rank had chosen
+            return [replace(r, transport=Transport.FAILED, failure=self.a._init_echo,
+                            attempted=r.selected if r.selected in active else None)
+                    for r in reports]
         if not fails or any(r.transport is Transport.FAILED for r in reports):
             return reports
         on = {r.host for r in reports if r.transport in active} & set(fails)

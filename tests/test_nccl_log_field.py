@@ -3152,3 +3152,76 @@ def test_job_end_names_a_broken_link_where_nothing_else_says_why(tmp_path):
                              f"link broke on {h}: NET/IB : Got completion from peer")
     code, out = job_end("0")  # a step that ended well has no cause, whatever it logged
     assert code == 0 and len(out) == 1, out
+
+
+def test_a_rendered_table_s_bars_after_each_line_are_no_part_of_it(tmp_path):
+    # a gist page rendered a paste as a table: every line ends in ` | |` (NCCL 2.3.7 over
+    # sockets between two VMs); the network is `Socket`, not an unknown `Socket | |`
+    h = "managed-worker-l83z"
+    lines = [L.info(h, 16157, 0, m) + " | |" for m in (
+        "NET : Using interface ens12:10.73.0.52<0>",
+        "NET/IB : Using interface ens12 for sideband communication",
+        "Using internal Network Socket")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and not any(
+        w["code"] == "unknown-network" for w in d["warnings"]), d["summary"]
+    bare = check(tmp_path, [x[:-4] for x in lines])[1]
+    assert (bare["transport"], bare["ranks"][0]["network"]) == ("socket", d["ranks"][0]["network"])
+
+
+def test_the_ofi_plugin_s_gpudirect_line_says_ofi_and_its_nic_the_provider(tmp_path):
+    # a field guide quoting two lines of a 2-node Slingshot run, no prefix left: the OFI
+    # network checked GPUDirect for HCA 0 `cxi0`, which only a network in use does
+    lines = ["NET/OFI : GPU Direct RDMA Enabled for HCA 0 'cxi0'",
+             "GPU Direct RDMA Disabled for GPU 3000 / HCA 0 (distance 7 > 6)"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"]) == ("ofi", "cxi"), d["summary"]
+    # an EFA NIC's name says no provider; a later device line still decides
+    h = "ip-10-0-0-1"
+    code, d = check(tmp_path, [L.info(h, 7, 0, "NET/AWS Libfabric : GPU Direct RDMA Enabled "
+                                               "for HCA 0 'rdmap16s27'")])
+    assert (d["transport"], d["provider"]) == ("ofi", None)
+    code, d = check(tmp_path, [L.info(h, 7, 0, m) for m in (
+        "NET/OFI : GPU Direct RDMA Enabled for HCA 0 'cxi0'", "NET/Socket : Using [0]eth0:"
+        "10.0.0.1<0>", "Using network Socket")])
+    assert d["transport"] == "socket"
+
+
+def test_pytorch_s_echo_of_a_socket_init_warn_fails_the_job(tmp_path):
+    # nccl#1837: NCCL_SOCKET_IFNAME named an interface the hosts lack; the log holds one
+    # rank's settings and PyTorch's echo of the WARN, under the launcher's own prefix
+    h = "twshared1016"
+    lines = [f"[trainer3]:{L.info(h, 1958, 3, 'NCCL_SOCKET_IFNAME set by environment to eth2')}",
+             "[trainer0|0]:ncclInternalError: Internal check failed.", "[trainer0|0]:Last error:",
+             "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither "
+             "AF_INET(2) nor AF_INET6(10)"]
+    code, d = check(tmp_path, lines)
+    assert code == 1 and d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    assert d["ranks"][0]["failure"].startswith("ncclSocketInit: connecting to address")
+    # a job whose init completed was not failed by it (an echo from another job step)
+    done = lines[:1] + [f"[trainer3]:{L.info(h, 1958, 3, m)}" for m in (
+        "NET/Socket : Using [0]eth0:10.0.0.3<0>", "Using network Socket",
+        "comm 0x1 rank 3 nranks 4 cudaDev 3 busId 1000 - Init COMPLETE")] + lines[1:]
+    code, d = check(tmp_path, done)
+    assert d["transport"] != "failed", d["summary"]
+
+
+def test_one_process_s_affinity_lines_say_it_drives_several_gpus(tmp_path):
+    # pytorch-lightning#4420: one process drives both GPUs of one V100 box over sockets on
+    # ib0 (NCCL_IB_DISABLE=1); only its `Setting affinity` line shows the second GPU, and
+    # every channel is P2P: one machine, not a socket fallback
+    h, pid = "cdr2584", 98188
+    lines = [L.info(h, pid, 0, m) for m in (
+        "Bootstrap : Using ib0:172.19.146.21<0>", "NCCL_IB_DISABLE set by environment to 1.",
+        "NET/Socket : Using [0]ib0:172.19.146.21<0>", "Using network Socket")]
+    lines += ["NCCL version 2.12.12+cuda11.7",
+              L.info(h, pid, 0, "Setting affinity for GPU 0 to 5555", tid=98759),
+              L.info(h, pid, 1, "Setting affinity for GPU 1 to aaaa00", tid=98760),
+              L.info(h, pid, 0, "Channel 00/04 :    0   1", tid=98759),
+              L.info(h, pid, 0, "Channel 00 : 0[18000] -> 1[af000] via P2P/direct pointer",
+                     tid=98759)]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    # one GPU per process on that host says nothing of the others: still the choice
+    code, d = check(tmp_path, [x for x in lines if "GPU 1" not in x])
+    assert d["transport"] == "socket"
