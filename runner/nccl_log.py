@@ -3182,6 +3182,15 @@ class _Judge:
             fabric = _checked(fabrics.by_interface(i))
             if fabric is not None:
                 return fabric, f"interface {i}"
+        # A rank on sockets whose libfabric plugin gave up on the provider it was told to
+        # use (`Setting provider_filter to efa`, then `aws-ofi-nccl initialization failed`,
+        # then `Using network Socket`: a Databricks notebook on p4d): that provider's fabric
+        # is what sockets stood in for
+        for provider in dict.fromkeys(r.provider for r in self.ranks if r.selected is
+                                      Transport.SOCKET and r.plugin_failed and r.provider):
+            fabric = _checked(fabrics.by_provider(provider))
+            if fabric is not None:
+                return fabric, f"libfabric provider {provider}, whose plugin failed"
         return None, None
 
     def _ll128_guard(self) -> str | None:

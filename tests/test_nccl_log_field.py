@@ -3225,3 +3225,24 @@ def test_one_process_s_affinity_lines_say_it_drives_several_gpus(tmp_path):
     # one GPU per process on that host says nothing of the others: still the choice
     code, d = check(tmp_path, [x for x in lines if "GPU 1" not in x])
     assert d["transport"] == "socket"
+
+
+def test_sockets_after_the_plugin_gave_up_on_its_provider_are_a_fallback(tmp_path):
+    # the plugin was told to use cxi and gave up; NCCL went on over a management NIC whose
+    # name says no fabric: the provider it gave up on says which fabric sockets stood in for
+    h = "nid001234"
+    lines = [L.info(h, 9, 0, m) for m in (
+        "NET/Plugin: Loaded net plugin Libfabric (v10)", "NET/OFI Setting provider_filter to cxi",
+        "NET/OFI No eligible providers were found")]
+    lines += L.warn(h, 9, 0, "NET/OFI aws-ofi-nccl initialization failed",
+                    where="nccl_net_ofi_init:1540")
+    lines += [L.info(h, 9, 0, m) for m in ("NET/Socket : Using [0]nmn0:10.100.0.4<0>",
+                                            "Using network Socket",
+                                            "comm 0x1 rank 0 nRanks 8 nNodes 2 localRanks 4 "
+                                            "localRank 0 MNNVL 0")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["verdict"], code) == ("socket", "fallback", 1), d["summary"]
+    assert "whose plugin failed" in d["summary"]
+    # the same sockets with no plugin in the picture: nothing says which fabric
+    code, d = check(tmp_path, lines[5:])
+    assert (d["transport"], d["verdict"], code) == ("socket", "fast", 0), d["summary"]
