@@ -514,7 +514,10 @@ _SETUP_WARN = re.compile(
 # also where the paste ends before the chain (nccl#733, error 12 at 3+ nodes, cut mid-word;
 # aws-ofi-nccl on cxi with every SEND `completed with error`, VNI not found, the job hung)
 _LINK_ERROR = re.compile(
+    # (IB's `collective mismatch error local size 32768 remote 1048576`: the peer posted a
+    # receive of another size on a link in use, nccl#531's first iteration)
     r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
+    r"collective mismatch|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
@@ -541,6 +544,10 @@ _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
                          r"^Failed to open libibverbs|"
+                         # (IB's init skips a device it cannot open and goes on with the
+                         # others: `No device found` follows where none opened; nccl#2428's
+                         # eRDMA job ran on erdma_0 after `Unable to open device erdma_1`)
+                         r"^NET/IB\w* ?: ?Unable to open device\b|"
                          # (a stray connection, an HTTP scrape on NCCL's port: closed, and
                          # the accept goes on; nccl#1808, nccl#1871)
                          r"^socketFinalizeAccept: wrong magic|"

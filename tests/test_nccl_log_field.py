@@ -3246,3 +3246,42 @@ def test_sockets_after_the_plugin_gave_up_on_its_provider_are_a_fallback(tmp_pat
     # the same sockets with no plugin in the picture: nothing says which fabric
     code, d = check(tmp_path, lines[5:])
     assert (d["transport"], d["verdict"], code) == ("socket", "fast", 0), d["summary"]
+
+
+def test_a_device_ib_could_not_open_is_skipped_not_a_failed_init(tmp_path):
+    # nccl#2428: eRDMA on two H20 nodes; IB could not open one of its two devices and went
+    # on with the other (NCCL's IB init skips such a device). A paste that kept only that
+    # WARN shows no failed init
+    h = "h20-a"
+    warn = L.warn(h, 5, 0, "NET/IB : Unable to open device erdma_1",
+                  where="transport/net_ib.cc:202")
+    code, d = check(tmp_path, warn)
+    assert d["transport"] == "none" and code == 0, d["summary"]
+    # ... while a WARN that IB's init gives up with still fails it
+    code, d = check(tmp_path, L.warn(h, 5, 0, "NET/IB : ibv_create_cq failed",
+                                     where="transport/net_ib.cc:202"))
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    # where it opened none, `No device found` follows and NCCL goes on with sockets
+    lines = L.warn(h, 5, 0, "NET/IB : Unable to open device mlx5_0",
+                   where="transport/net_ib.cc:202")
+    lines += [L.info(h, 5, 0, m) for m in (
+        "NET/IB : No device found.", "NET/Socket : Using [0]ib0:10.0.0.1<0>",
+        "Using network Socket", "Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket", d["summary"]
+
+
+def test_ib_s_collective_mismatch_is_a_running_link_s_error(tmp_path):
+    # nccl#531: a reduce_scatter whose peer posted a receive of another size, on a link
+    # that was up (the paste holds the WARN alone); nccl#969's came with the proxy's chain
+    h = "n136-081-017"
+    warn = L.warn(h, 201805, 0, "NET/IB : collective mismatch error local size 32768 remote "
+                  "1048576 addr 0 rkey 3beac3 seq adf/adf", where="transport/net_ib.cc:667")
+    code, d = check(tmp_path, warn)
+    assert d["transport"] == "ib" and "collective mismatch" in d["ranks"][0]["link_error"]
+    # before its init completed, the same words fail it (a communicator line, no COMPLETE)
+    code, d = check(tmp_path, [L.info(h, 201805, 0, "NET/IB : Using [0]mlx5_0:1/IB ; OOB "
+                                                     "ib0:10.0.0.1<0>"),
+                               L.info(h, 201805, 0, "comm 0x1 rank 0 nranks 16 cudaDev 0 "
+                                                     "busId 1000 - Init START")] + warn)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
