@@ -3051,6 +3051,7 @@ class _Judge:
         ident: dict[str, set[int]] = {}
         n_procs: Counter[str] = Counter()  # processes per host, rank line printed or not
         split: set[str] = set()  # hosts whose processes are in different communicators
+        ends: dict[str, set[int]] = {}  # the ends of the world a host's GPUs hold (see whole)
         unknown = 0
         # (a ring-order line lists every rank: a paste cut before the comm lines still
         # tells the communicator's size)
@@ -3068,6 +3069,8 @@ class _Judge:
                 if mine & seen:  # one rank twice on a host: two communicators of that size
                     split.add(key)
                 seen.update(mine)
+                if p.rank is not None and p.rank == p.dev and p.rank in (0, world - 1):
+                    ends.setdefault(key, set()).add(p.rank)
         n_ident = len(ident) + (1 if unknown and not ident else 0)
         if len(ident) == 1 and not unknown and not _one_address(p.ips for p in real):
             # one name at addresses that no process shares: machines of the same name
@@ -3101,8 +3104,13 @@ class _Judge:
         # or there are as many of them as ranks (a hung init prints no rank line for some)
         # (counting processes holds only where they can be one communicator: a per-node file
         # of a vLLM job, each process `rank 1 nranks 2` of its own pipeline pair, is not)
+        # (or its GPUs 0 and n-1 hold ranks 0 and n-1 of a world of n: a node of a bigger
+        # job holds the last rank on GPU n-1 only with every rank before it there too, as
+        # blocks or round-robin place them; vllm#18731's TP=8 pod, of whose 8 ranks the
+        # paste kept ranks 0 and 7)
         whole = bool(ident) and not unknown and bool(world) and all(
             len(seen) >= world or (n_procs[key] >= world and key not in split)
+            or (world > 1 and ends.get(key) == {0, world - 1} and key not in split)
             for key, seen in ident.items())
         if any(p.channels_cross() for p in procs):
             # Channels through the network prove traffic between hosts, unless one host,

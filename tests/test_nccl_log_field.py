@@ -3285,3 +3285,26 @@ def test_ib_s_collective_mismatch_is_a_running_link_s_error(tmp_path):
                                L.info(h, 201805, 0, "comm 0x1 rank 0 nranks 16 cudaDev 0 "
                                                      "busId 1000 - Init START")] + warn)
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
+def test_a_host_whose_gpus_0_and_n_1_hold_ranks_0_and_n_1_holds_the_world(tmp_path):
+    # vllm#18731: a TP=8 pod on one host, IB initialised; the paste kept the comm lines of
+    # ranks 0 and 7 only, on GPUs 0 and 7. A node of a bigger job holds rank n-1 on GPU n-1
+    # only with every rank before it there too: one machine, no traffic between nodes
+    h = "vllm-head-0"
+
+    def rank(r: int, dev: int, n: int = 8) -> list[str]:
+        return [L.info(h, 30483 + r, dev, m) for m in (
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.5<0>",
+            "Using network IB",
+            f"ncclCommInitRank comm 0x{r + 1:x} rank {r} nranks {n} cudaDev {dev} nvmlDev {dev} "
+            "busId 1000 commId 0x9 - Init START")]
+
+    code, d = check(tmp_path, rank(0, 0) + rank(7, 7))
+    assert (d["transport"], d["inter_node"]) == ("none", False), d["summary"]
+    # ranks 0 and 7 of 16 on GPUs 0 and 7: a node of a two-node job, which used IB
+    code, d = check(tmp_path, rank(0, 0, 16) + rank(7, 7, 16))
+    assert d["transport"] == "ib", d["summary"]
+    # rank 7 on GPU 3 (four GPUs a node): its node holds ranks 4-7 only
+    code, d = check(tmp_path, rank(0, 0) + rank(7, 3))
+    assert d["transport"] == "ib", d["summary"]
