@@ -205,7 +205,7 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d)|ncclComm|Bootstrap|"
-              r"Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|"
+              r"Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|NCCL_IB_HCA set to |"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -1505,6 +1505,13 @@ class _Proc:
                 self.link_seq = seq
 
     def _take_n(self, msg: str, seq: int) -> None:
+        if msg.startswith("NCCL_IB_HCA set to "):  # (NCCL >= 2.12's own echo of it)
+            value = msg[19:].strip()[:200]
+            if value and ("NCCL_IB_HCA" in self.env or len(self.env) < _MAX_ENV):
+                if self.env is _NO_ENV:
+                    self.env = {}
+                self.env["NCCL_IB_HCA"] = value
+            return
         if msg.startswith("NCCL version"):
             m = _VERSION.match(msg)
             if m:
@@ -3208,6 +3215,18 @@ class _Judge:
                 return fabric, f"libfabric provider {provider}, whose plugin failed"
         return None, None
 
+    def _ib_hca_note(self) -> str:
+        """Where the log shows NCCL_IB_HCA, the other way IB finds no device: the setting
+        names none that is there and up (a port that is down, `ib0` given for `mlx5_0`; two
+        helpers' Slurm logs, whose advice named the image)."""
+        value = next((p.env["NCCL_IB_HCA"] for p in self.all_procs if "NCCL_IB_HCA" in p.env),
+                     None)
+        if value is None:
+            return ""
+        return (f"; or NCCL_IB_HCA={value} (the log echoes it) names no HCA that is there "
+                "with its port up: ibv_devinfo lists them (an HCA, mlx5_0, not an interface, "
+                "ib0)")
+
     def _ll128_guard(self) -> str | None:
         env = self.a.env
         if proto_excludes_ll128(env.get("NCCL_PROTO")):
@@ -3390,7 +3409,8 @@ class _Judge:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
             forced = self._socket_forced()
             hint = (f"the job set {forced} (the log echoes it): sockets were asked for"
-                    if forced else _in_words_of(library, kind.fallback_hint))
+                    if forced else _in_words_of(library, kind.fallback_hint)
+                    + (self._ib_hca_note() if kind.verbs_devices else ""))
             self.warn("socket-fallback",
                       f"NCCL fell back to TCP sockets (Socket/{ifaces}) on "
                       f"{_frac(len(sockets), total)} ranks on {_a(fab)} fabric{fab_note} "
@@ -3416,7 +3436,7 @@ class _Judge:
                 self.warn("ib-no-device",
                           f"NET/IB : No device found on {_frac(len(nodev), total)} ranks on "
                           f"{_a(fab)} fabric: rdma-core/libmlx5 missing in the image, or "
-                          "/dev/infiniband not visible")
+                          f"/dev/infiniband not visible{self._ib_hca_note()}")
         if a._ibverbs_no_driver:
             where = f" (on {', '.join(a._ibverbs_hosts)})" if a._ibverbs_hosts else ""
             self.warn("ibverbs-no-driver",

@@ -3308,3 +3308,23 @@ def test_a_host_whose_gpus_0_and_n_1_hold_ranks_0_and_n_1_holds_the_world(tmp_pa
     # rank 7 on GPU 3 (four GPUs a node): its node holds ranks 4-7 only
     code, d = check(tmp_path, rank(0, 0) + rank(7, 3))
     assert d["transport"] == "ib", d["summary"]
+
+
+def test_the_fallback_advice_names_the_ib_hca_setting_the_log_echoes(tmp_path):
+    # a Slurm job over IPoIB (hubutui's committed outputs): NCCL_IB_HCA named a device whose
+    # port was down, IB found no device and NCCL fell back; the image was not the cause
+    lines = []
+    for n in range(2):
+        h, pid = f"pgpu2{n}", 2967405 + n
+        lines += [f"{n}: " + L.info(h, pid, 0, m) for m in (
+            "NCCL_IB_HCA set to mlx5_2", "NET/IB : No device found.",
+            f"NET/Socket : Using [0]ib0:10.0.0.{n + 1}<0>", "Using network Socket",
+            "comm 0x1 rank %d nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0" % n)]
+    code, d = check(tmp_path, lines, "--fabric", "infiniband")
+    assert (d["transport"], code) == ("socket", 1), d["summary"]
+    says = {w["code"]: w["message"] for w in d["warnings"]}
+    for code_ in ("socket-fallback", "ib-no-device"):
+        assert "NCCL_IB_HCA=mlx5_2 (the log echoes it)" in says[code_], says
+    # without it the advice is the image's alone
+    code, d = check(tmp_path, [x for x in lines if "IB_HCA" not in x], "--fabric", "infiniband")
+    assert not any("NCCL_IB_HCA" in w["message"] for w in d["warnings"])
