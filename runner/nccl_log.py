@@ -2596,8 +2596,10 @@ class LogAnalyser:
             # aws-ofi-nccl's test programs log with their own prefix, no pid or host
             level, msg = t.group("level"), rest[t.end():]
         elif ("ncclSocketInit: " in rest or "Bootstrap : no socket" in rest) and (
-                e := _SOCKET_INIT_ECHO.search(rest)):
-            # (under any launcher's prefix: `[trainer0|0]:ncclSocketInit: ...`)
+                "NCCL WARN" not in rest) and (e := _SOCKET_INIT_ECHO.search(rest)):
+            # (under any launcher's prefix: `[trainer0|0]:ncclSocketInit: ...`; the WARN
+            # itself, stripped of its host, `bootstrap.cc:48 NCCL WARN Bootstrap : no socket
+            # interface found`, is a process's own line, below)
             if self._init_echo is None:
                 self._init_echo = rest[e.start():e.start() + 200]
             return

@@ -3204,6 +3204,14 @@ def test_pytorch_s_echo_of_a_socket_init_warn_fails_the_job(tmp_path):
         "comm 0x1 rank 3 nranks 4 cudaDev 3 busId 1000 - Init COMPLETE")] + lines[1:]
     code, d = check(tmp_path, done)
     assert d["transport"] != "failed", d["summary"]
+    # the WARN itself with its host stripped, then the echo (a lab write-up: NCCL_SOCKET_
+    # IFNAME=nonexistent0 on three nodes) is a process's own failed init, as it always was
+    code, d = check(tmp_path, [
+        "NCCL INFO NCCL_SOCKET_IFNAME set to nonexistent0",
+        "bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found",
+        "ncclInternalError: Internal check failed.", "Last error:",
+        "Bootstrap : no socket interface found"])
+    assert d["transport"] == "failed", d["summary"]
 
 
 def test_one_process_s_affinity_lines_say_it_drives_several_gpus(tmp_path):
