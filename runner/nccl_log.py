@@ -3508,13 +3508,17 @@ class _Judge:
                       f"ranks ({broke[0].link_error}): NCCL chose {broke[0].selected_label} and "
                       "connected; then a request completed with an error (the job stopped or "
                       "hung on it: check the links, NICs and switches between its nodes)")
-        gave_up = [r for r in ranks if r.plugin_failed and r.transport is not Transport.FAILED
-                   and r.selected is not Transport.NONE]
+        gave_up = [r for r in ranks if r.plugin_failed and r.transport is not Transport.FAILED]
         if gave_up:
-            then = ",".join(sorted({r.selected_label for r in gave_up}))
+            went = sorted({r.selected_label for r in gave_up if r.selected is not Transport.NONE})
+            # (a paste that ends with the plugin's give-up: NCCL goes on with its own
+            # transports, which the log does not show; a UCCL postmortem's p5en pods, whose
+            # author says sockets)
+            then = (f"NCCL went on with {','.join(went)}" if went else
+                    "the log does not show what NCCL went on with (its own IB or Socket)")
             self.warn("plugin-failed",
                       f"a net plugin gave up on {_frac(len(gave_up), total)} ranks "
-                      f"({gave_up[0].plugin_failed}); NCCL went on with {then}")
+                      f"({gave_up[0].plugin_failed}); {then}")
         if a._binary_sources:
             self.warn("binary-input",
                       f"stopped reading binary data in {', '.join(a._binary_sources)}")

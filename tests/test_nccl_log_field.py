@@ -3336,3 +3336,24 @@ def test_the_fallback_advice_names_the_ib_hca_setting_the_log_echoes(tmp_path):
     # without it the advice is the image's alone
     code, d = check(tmp_path, [x for x in lines if "IB_HCA" not in x], "--fabric", "infiniband")
     assert not any("NCCL_IB_HCA" in w["message"] for w in d["warnings"])
+
+
+
+def test_a_plugin_that_gave_up_is_told_also_where_the_log_ends_there(tmp_path):
+    # a UCCL postmortem's p5en pods: the paste ends with aws-ofi-nccl giving up (NCCL goes
+    # on with its own transports, which the log does not show): no choice, and a warning
+    lines = []
+    for where, msg in (("nccl_net_ofi_rdma_init:7978", "NET/OFI OFI fi_getinfo() call failed: "
+                        "No data available"),
+                       ("nccl_net_ofi_create_plugin:335", "NET/OFI aws-ofi-nccl initialization "
+                        "failed"),
+                       ("nccl_net_ofi_init:155", "NET/OFI Initializing plugin failed")):
+        lines += L.warn("p5en-0", 77, 0, msg, where=where)
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none", d["summary"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "plugin-failed")
+    assert w.endswith("the log does not show what NCCL went on with (its own IB or Socket)")
+    code, d = check(tmp_path, lines + [L.info("p5en-0", 77, 0, m) for m in (
+        "NET/Socket : Using [0]enp71s0:10.1.0.5<0>", "Using network Socket")])
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "plugin-failed")
+    assert w.endswith("NCCL went on with Socket/enp71s0"), w
