@@ -51,6 +51,13 @@ def link_broke(status: int, host: str, error: str) -> Cause:
                  f"broke on {host}: {error[:120]}", host)
 
 
+def init_failed_in_node(status: int, host: str, error: str) -> Cause:
+    """The cause where the log names no other, but NCCL's analysis saw init fail within a
+    node (runner.nccl_log: a rank's local_failure: shared memory, P2P or NVLS setup)."""
+    return Cause("init-failed-in-node", f"the job step exited with status {status} after NCCL "
+                 f"init failed within the node {host}: {error[:120]}", host)
+
+
 def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) -> Cause | None:
     """The most specific cause found in the log of a job step that exited with `status`.
 

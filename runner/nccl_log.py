@@ -156,6 +156,7 @@ WARNING_CODES: tuple[str, ...] = (
     "binary-input",
     "processes-dropped",
     "link-failed",
+    "init-failed-in-node",
 )
 
 # --------------------------------------------------------------------------------------------
@@ -586,7 +587,7 @@ _PROXY_ECHO = re.compile(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
 # The transports within a node (a WARN's source, a chain's link), and transport.cc, which
 # passes any transport's error on
-_LOCAL_FILE = re.compile(r"(?:^|/)(?:shm\.h|shmutils\.cc|transport/(?:shm|p2p)\.c[cu]?)$")
+_LOCAL_FILE = re.compile(r"(?:^|/)(?:shm\.h|shmutils\.cc|transport/(?:shm|p2p|nvls)\.c[cu]?)$")
 _GENERIC_TRANSPORT_FILE = re.compile(r"(?:^|/)transport\.c[cu]?$")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+)+) *$")
@@ -811,6 +812,9 @@ class RankReport:
     failed_after_init: bool = False
     # not failed: the error of a link this rank used, which broke while the job ran on it
     link_error: str | None = None
+    # not failed: why init failed within its node (shared memory, P2P, NVLS), where nothing
+    # says the job spanned nodes and the rank opened no network channel: no network's failure
+    local_failure: str | None = None
 
     @cached_property  # asked per rank by the summary and the JSON: computed once
     def label(self) -> str:
@@ -878,6 +882,7 @@ class RankReport:
             "library": self.library,
             "failed_after_init": self.failed_after_init,
             "link_error": self.link_error,
+            "local_failure": self.local_failure,
         }
 
 
@@ -1787,6 +1792,17 @@ class _Proc:
                collnet_fallback: bool = False) -> RankReport:
         selected, network = self.selection()
         failure, attempted = self.failure(selected, inter_node, collnet_fallback)
+        local_failure = None
+        if failure is not None and inter_node is None and self.local_fault and \
+                not self.net_channels:
+            # Shared memory, P2P or NVLS setup failed (a full /dev/shm in a container, a P2P
+            # buffer's CUDA OOM, NVLS's CUDA failure) where nothing says the job spanned
+            # nodes: no network carried or was to carry anything the log shows. Helpers of
+            # every round since 20 read these (Paddle#55987, kserve#3791, nccl#1235, rccl#2188,
+            # vllm#9369, nccl#1485) as no network's failure, one host's; the issue's `failed`
+            # is a network "chosen and then failed". (Where the job crossed nodes it stays a
+            # failed init of the network it chose: the failure branch above.)
+            local_failure, failure, attempted = failure, None, None
         link_error = self.link_failure() if failure is None else None
         if selected is None and link_error is not None:
             selected = self.err_kind  # a paste of a running job's errors: the link's network
@@ -1796,7 +1812,7 @@ class _Proc:
             chosen = selected or Transport.NONE
             attempted = None
         transport = chosen
-        if chosen is not Transport.FAILED and inter_node is False:
+        if chosen is not Transport.FAILED and (inter_node is False or local_failure):
             transport = Transport.NONE
         named = self.provider or next(iter(self.named_providers), None) or next(
             iter(lf_providers), None)
@@ -1834,6 +1850,7 @@ class _Proc:
             failed_after_init=failure is not None and 0 <= self.complete_seq < max(
                 self.err_seq, self.top_seq, self.fatal_seq),
             link_error=link_error,
+            local_failure=local_failure,
         )
 
     def inter_node(self) -> bool | None:
@@ -3041,6 +3058,14 @@ class _Judge:
                                failure=None, attempted=None)
                        if r.failure == _NO_DEVICE_ONLY else r for r in reports]
         reports = self._failed_by_other_lines(reports)
+        if self.inter_node is None and any(r.local_failure for r in reports):
+            # init died within a node, and nothing shows traffic between nodes: the ranks
+            # that chose a network and opened no channel on it carried nothing either (the
+            # other ranks of ROCm/rccl#2188's one MI350X node: P2P failed on two, the rest
+            # had chosen Socket)
+            reports = [replace(r, transport=Transport.NONE)
+                       if r.transport in (Transport.OFI, Transport.IB, Transport.SOCKET)
+                       and not r.net_channels else r for r in reports]
         self.ranks = tuple(sorted(
             reports,
             key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,
@@ -3519,6 +3544,13 @@ class _Judge:
             self.warn("plugin-failed",
                       f"a net plugin gave up on {_frac(len(gave_up), total)} ranks "
                       f"({gave_up[0].plugin_failed}); {then}")
+        in_node = [r for r in ranks if r.local_failure]
+        if in_node:
+            self.warn("init-failed-in-node",
+                      f"NCCL init failed within a node on {_frac(len(in_node), total)} ranks "
+                      f"({in_node[0].local_failure}): shared memory, P2P or NVLS setup, not "
+                      "the network (in a container, a /dev/shm too small is the usual cause: "
+                      "docker --shm-size, a larger emptyDir medium Memory)")
         if a._binary_sources:
             self.warn("binary-input",
                       f"stopped reading binary data in {', '.join(a._binary_sources)}")
@@ -3535,6 +3567,9 @@ class _Judge:
         if broke and verdict is not Verdict.FAILED:  # (what a job's epilogue shows)
             summary += (f"; then a link broke on {_frac(len(broke), total)} ranks: "
                         f"{broke[0].link_error[:120]}")
+        if in_node and verdict is not Verdict.FAILED:
+            summary += (f"; NCCL init failed within the node on {_frac(len(in_node), total)} "
+                        f"ranks: {in_node[0].local_failure[:120]}")
         order = {c: i for i, c in enumerate(WARNING_CODES)}
         warnings = tuple(sorted(self.warnings, key=lambda w: order[w.code]))
         return LogVerdict(

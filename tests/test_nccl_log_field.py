@@ -703,10 +703,11 @@ def test_a_links_first_completion_error_is_the_cause(tmp_path):
     assert "status=12" in next(w["message"] for w in d["warnings"] if w["code"] == "link-failed")
 
 
-def test_a_p2p_failure_under_a_pidless_prefix_fails_the_job_on_no_network(tmp_path):
+def test_a_p2p_failure_under_a_pidless_prefix_is_init_failing_in_the_node(tmp_path):
     # ROCm/rccl#2188 (MI350X, one node): the reporter cut `host:pid:tid` to `node [N]`; the
     # ranks whose hipIpcGetMemHandle failed printed no network line, and were dropped: the
-    # job read `socket` (the one rank that chose it), exit 0
+    # job read `socket` (the one rank that chose it). Init failed within the node, and
+    # nothing shows traffic between nodes: no network's failure, and no rank's network
     lines = ["node [0] NCCL INFO Using network Socket",
              "node [1] /app/rccl/src/transport/p2p.cc:256 NCCL WARN hipIpcGetMemHandle failed : "
              "invalid argument", "node [1] [FATAL ERROR]: HIP failure: 'invalid argument'",
@@ -714,7 +715,11 @@ def test_a_p2p_failure_under_a_pidless_prefix_fails_the_job_on_no_network(tmp_pa
                  "transport/p2p.cc:709 -> 1", "transport.cc:182 -> 1",
                  "transport/generic.cc:25 -> 1")]]
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
+    assert d["transport"] == "none" and d["attempted"] is None, d["summary"]
+    assert "hipIpcGetMemHandle failed" in next(r["local_failure"] for r in d["ranks"]
+                                               if r["local_failure"])
+    assert "NCCL init failed within the node on 1/2 ranks: hipIpcGetMemHandle" in d["summary"]
+    assert "init-failed-in-node" in [w["code"] for w in d["warnings"]]
 
 
 def test_a_topology_attribute_missing_fails_init_without_a_chain(tmp_path):
@@ -734,7 +739,9 @@ def test_a_topology_attribute_missing_fails_init_without_a_chain(tmp_path):
 def test_a_full_dev_shm_is_no_network_failure(tmp_path, wording):
     # Paddle#55987 (NCCL 2.8.4 in a container with Docker's 64 MB /dev/shm), kserve#3791
     # (shmutils.cc): creating the shared memory segment failed, and transport.cc passed it
-    # on. The job failed; no network was being tried, whatever `Using network` said.
+    # on. Init failed within the node; no network was being tried, whatever `Using network`
+    # said: none, with the failure in its own field, warning and summary (helpers of rounds
+    # 20-29 read it so; stops 22-26 said failed, nothing attempted)
     h, pid = "196d1db4e5fe", 15374
     if wording == "shm.h":
         bad = L.warn(h, pid, 3, "Error while creating shared memory segment nccl-shm-recv-"
@@ -747,10 +754,19 @@ def test_a_full_dev_shm_is_no_network_failure(tmp_path, wording):
     lines = [L.info(h, pid, 3, "Using network Socket"), *bad,
              *[L.info(h, pid, 3, c) for c in chain]]
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
+    assert (d["transport"], d["ranks"][0]["selected"]) == ("none", "socket"), d["summary"]
+    assert bad[1].split("NCCL WARN ")[1] == d["ranks"][0]["local_failure"], d["ranks"][0]
+    assert not d["ranks"][0]["failure"] and "init-failed-in-node" in [
+        w["code"] for w in d["warnings"]]
     # ... also after `Using network IB`
     code, d = check(tmp_path, [x.replace("network Socket", "network IB") for x in lines])
-    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    assert d["transport"] == "none" and d["ranks"][0]["local_failure"], d["summary"]
+    # in a job that crossed nodes (its nNodes says so) it failed the network it was setting
+    # up: that job's init failed, trying the network it chose
+    code, d = check(tmp_path, [L.info(h, pid, 3, "comm 0x1 rank 3 nRanks 8 nNodes 2 localRanks 4 "
+                                                 "localRank 3 MNNVL 0")] + lines)
+    assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
+    assert not d["ranks"][0]["local_failure"]
     # while a network's error passed on by transport.cc is still the network's
     net = L.warn(h, pid, 3, "Call to ibv_create_cq failed", where="transport/net_ib.cc:402")
     lines = [L.info(h, pid, 3, "Using network IB"), *net,
@@ -3337,6 +3353,41 @@ def test_the_fallback_advice_names_the_ib_hca_setting_the_log_echoes(tmp_path):
     code, d = check(tmp_path, [x for x in lines if "IB_HCA" not in x], "--fabric", "infiniband")
     assert not any("NCCL_IB_HCA" in w["message"] for w in d["warnings"])
 
+
+def test_an_nvls_cuda_failure_on_one_host_is_init_failing_in_the_node(tmp_path):
+    # vllm#9369: a TP=4 run on one host; NVLS (NVLink SHARP, within the node) met a CUDA
+    # failure and init.cc passed it up: no network was involved
+    h, pid = "kmaker-54-033138205093", 44713
+    lines = [L.info(h, pid, 1, m) for m in (
+        "NET/Socket : Using [0]eth0:10.1.2.3<0>", "Using network Socket")]
+    lines += L.warn(h, pid, 1, "Cuda failure 3 'initialization error'",
+                    where="transport/nvls.cc:246")
+    lines += [L.info(h, pid, 1, c) for c in ("init.cc:1010 -> 1", "init.cc:1548 -> 1",
+                                              "group.cc:64 -> 1 [Async thread]")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none", d["summary"]
+    assert d["ranks"][0]["local_failure"] == "Cuda failure 3 'initialization error'"
+
+
+def test_job_end_names_an_init_that_failed_in_the_node_where_nothing_else_says_why(tmp_path):
+    # a container's /dev/shm too small for NCCL's segments; srun and torchrun report
+    # nothing of their own: the epilogue's cause is the shared-memory failure, on its host
+    h, pid = "gpu07", 3121
+    lines = [L.info(h, pid, 0, "Using network Socket")]
+    lines += L.warn(h, pid, 0, "Error: failed to extend /dev/shm/nccl-H1dBqY to 9637892 bytes",
+                    where="misc/shmutils.cc:72")
+    lines += [L.info(h, pid, 0, c) for c in ("transport/shm.cc:114 -> 2", "transport.cc:33 -> 2",
+                                              "init.cc:1026 -> 2")]
+    path = L.write_log(tmp_path / "job-8.log", lines)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", "from runner.cli import main; main()",
+                           "job-end", "--status", "1", str(path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout.strip().splitlines()
+    assert proc.returncode == 1 and len(out) == 2, (out, proc.stderr)
+    assert "NCCL init failed within the node on 1/1 ranks: Error: failed to extend" in out[0]
+    assert out[1].startswith("fabrikit: FAILED: the job step exited with status 1 after NCCL "
+                             "init failed within the node gpu07: Error: failed to extend")
 
 
 def test_a_plugin_that_gave_up_is_told_also_where_the_log_ends_there(tmp_path):
