@@ -468,6 +468,10 @@ _IB_GDR = re.compile(r"^NET/IB\w* ?: ?GPU Direct RDMA (?:\([^)]*\) )?[EeDd]\w*ab
 _OFI_GDR = re.compile(r"^NET/(?:OFI|AWS Libfabric|Libfabric) ?: ?GPU Direct RDMA "
                       r"(?:\([^)]*\) )?[EeDd]\w*abled for HCA \d+(?: '(?P<dev>[^']*)')?")
 _CXI_NIC = re.compile(r"cxi\d+$")
+# aws-ofi-nccl's tuner (1.9+) says how many nodes the communicator it tunes spans (a HyperPod
+# TP4xDP2 job on two p6-b200, whose paste kept the TP communicators' `nNodes 1` only)
+_OFI_TUNER = re.compile(r"^NET/OFI (?:Region )?Tuner init(?: \(platform \d+\))?: comm with "
+                        r"\d+ ranks and (?P<n>\d+) nodes")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 # (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
@@ -604,7 +608,8 @@ _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver f
 # (`node01`, `node031`, `server2`: a number tells machines apart, so a name with one is taken
 # as a real host name, which such names usually are: horovod#492, nccl-tests#307)
 _REDACTED_HOST = re.compile(
-    r"^$|[<>*?{}$]|^x+(?:[-_.]x+)*$|_ip$|^(?:ip|host|hostname|node|nodename|user|server|"
+    r"^$|[<>*?{}$]|^x+(?:[-_.]x+)*$|_ip$|^(?:\.{2,}|\u2026)$|"  # (an elision: `...:81:150 [3]`)
+    r"^(?:ip|host|hostname|node|nodename|user|server|"
     r"machine|computer|myhost|yourhost|redacted|hidden|anonymi[sz]ed)$", re.I)
 
 # Network names NCCL prints in "Using network X" and "via NET/X/...".
@@ -1527,6 +1532,8 @@ class _Proc:
             self._weak_default(Transport.OFI, seq)
             if g.group("dev") and _CXI_NIC.match(g.group("dev")):
                 self._push("named_providers", "cxi", 4)
+        elif msg.startswith("NET/OFI") and "Tuner init" in msg and (t := _OFI_TUNER.match(msg)):
+            self.nnodes = max(self.nnodes or 0, int(t.group("n")))
         elif msg.startswith("NET/OFI"):
             m = _PROVIDER.match(msg)
             if m and (m.group("end") is None

@@ -3408,3 +3408,24 @@ def test_a_plugin_that_gave_up_is_told_also_where_the_log_ends_there(tmp_path):
         "NET/Socket : Using [0]enp71s0:10.1.0.5<0>", "Using network Socket")])
     w = next(w["message"] for w in d["warnings"] if w["code"] == "plugin-failed")
     assert w.endswith("NCCL went on with Socket/enp71s0"), w
+
+
+def test_the_ofi_tuner_s_node_count_outranks_a_split_communicator_s(tmp_path):
+    # a HyperPod TP4xDP2 job on two p6-b200 (torchrun's `[defaultN]:` prefix): the paste kept
+    # the TP communicators' `nNodes 1`, and aws-ofi-nccl's tuner line for the job's
+    # communicator of 8 ranks on 2 nodes; the author cut one host to `...`
+    h = "tp4-dp2-inference-pods-0"
+    lines = [f"[default0]:{L.info(h, 78, 0, m, tid=140)}" for m in (
+        "comm 0x55bd rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0",
+        "NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)",
+        "NET/OFI Region Tuner init (platform 2): comm with 8 ranks and 2 nodes.",
+        "NET/OFI Tuner init: comm with 8 ranks and 2 nodes.")]
+    lines.insert(1, "[default3]:...:81:150 [3] NCCL INFO ncclCommSplit comm 0x557c rank 3 nranks 4 "
+                    "cudaDev 3 nvmlDev 3 busId 87000 parent 0x557b splitCount 2 color 2003953581 "
+                    "key 3- Init START")
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"], d["inter_node"]) == ("ofi", "efa", True), d["summary"]
+    assert d["nodes"] == 2
+    # without the tuner's lines the split communicator's `nNodes 1` is all there is
+    code, d = check(tmp_path, [x for x in lines if "Tuner" not in x])
+    assert d["transport"] == "none" and d["nodes"] == 1, d["summary"]
