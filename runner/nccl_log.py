@@ -569,7 +569,6 @@ _FI_PROVIDER_ENV = re.compile(
     r"\bFI_PROVIDER(?:\s*=\s*|\s+set by environment to\s+|:\s+)['\"]?(?P<prov>[a-z][\w;]*)")
 _FI_PROV_PREFIX = re.compile(r"\bFI_(?:OPT_)?(?P<p>CXI|EFA|VERBS|TCP|PSM2|PSM3|OPX|UCX|SOCKETS)_")
 _JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>(?:[^"\\]|\\.)*)"')
-# Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 # NCCL's WARN that its socket layer could not even be set up (no usable interface, or a
 # peer's address unreadable: NCCL_SOCKET_IFNAME naming no interface, nccl#1837; nodes of
 # different NCCL versions), as PyTorch echoes it after `Last error:` under a launcher's
@@ -578,6 +577,7 @@ _JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>
 _SOCKET_INIT_ECHO = re.compile(
     r"(?:ncclSocketInit: connecting to address .* is neither AF_INET|"
     r"Bootstrap : no socket interface found)")
+# Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 _STRIPPED_WARN = re.compile(
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
