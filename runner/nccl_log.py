@@ -205,8 +205,9 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # a literal, so the regex engine skips to candidates at C speed (one alternation of all of
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
-_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d)|ncclComm|Bootstrap|"
-              r"Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|NCCL_IB_HCA set to |"
+_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d|<\w+> rank)|"
+              r"ncclComm|Bootstrap|Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|"
+              r"NCCL_IB_HCA set to |"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -477,8 +478,10 @@ _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 # (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
 _SOCKET_IFACE_ELIDED = re.compile(r"\[\d+\](?P<iface>[A-Za-z][\w.\-]*)(?=[\s:]|$)")
 _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
-_COMM = re.compile(  # (a guide may elide the pointer, `comm ... rank 0`, or leave it out)
-    r"\bcomm (?:(?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026) )?rank (?P<rank>\d+) "
+# (a guide may elide the pointer, `comm ... rank 0`, or leave it out; a sanitized log may put
+# a placeholder in it, `comm <PTR>`)
+_COMM = re.compile(
+    r"\bcomm (?:(?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026|<\w+>) )?rank (?P<rank>\d+) "
     r"n[Rr]anks (?P<nranks>\d+)(?=\s)")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
 _NNODES = re.compile(r"\bnNodes (?P<n>\d+)(?=\s)")

@@ -3429,3 +3429,16 @@ def test_the_ofi_tuner_s_node_count_outranks_a_split_communicator_s(tmp_path):
     # without the tuner's lines the split communicator's `nNodes 1` is all there is
     code, d = check(tmp_path, [x for x in lines if "Tuner" not in x])
     assert d["transport"] == "none" and d["nodes"] == 1, d["summary"]
+
+
+def test_a_sanitized_communicator_pointer_still_tells_its_rank_and_nodes(tmp_path):
+    # a reproduction repo's sanitized logs (`NODE_A:1:1`, `comm <PTR>`): the communicator
+    # line still says rank 0 of 2 on 2 nodes; over IB
+    lines = [L.info("NODE_A", 1, 0, m) for m in (
+        "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.0.0.1<0>", "Using network IB",
+        "comm <PTR> rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        "ncclCommInitRank comm <PTR> rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1a000 commId "
+        "<COMM_ID> - Init COMPLETE")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"], d["nodes"], d["world_size"]) == ("ib", True, 2, 2)
+    assert d["ranks"][0]["rank"] == 0
