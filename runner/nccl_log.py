@@ -68,6 +68,7 @@ from __future__ import annotations
 import gc
 import html
 import json
+import operator
 import re
 import sys
 from collections import Counter
@@ -1005,6 +1006,7 @@ JSON_RANK_LINES = 256  # up to this many ranks, --json writes one line per rank
 _RANK_HEAD = ("rank", "nranks", "host", "pid", "cuda_dev")  # what to_dict() puts first
 _RANK_TAIL = tuple(f.name for f in fields(RankReport) if f.name not in _RANK_HEAD)
 _encode_str = json.encoder.encode_basestring_ascii  # json.dumps(str) (the C one)
+_rank_tail_of = operator.itemgetter(*_RANK_TAIL)  # a rank's tail fields, as one tuple
 
 
 def _json_int(v: int | None) -> str:
@@ -1017,8 +1019,7 @@ def _ranks_json(ranks: Iterable[RankReport]) -> list[str]:
     tails: dict[tuple, str] = {}
     out = []
     for r in ranks:
-        d = r.__dict__
-        key = tuple([d[f] for f in _RANK_TAIL])
+        key = _rank_tail_of(r.__dict__)
         try:
             tail = tails.get(key)
         except TypeError:  # a RankReport built by hand with a list in it
@@ -2851,16 +2852,16 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     # A cut name's lines were written by the real process: same pid, and nothing that
     # contradicts it. A host whose names only look related (`node1`, `gnode1`) runs other
     # pids, or its process has another rank or address.
-    by_host_pid = {(p.host, p.pid): p for p in real}
+    by_host_pid: dict[tuple[str, int | None], _Proc] = {}
     procs_of: dict[str, list[_Proc]] = {}
-    for p in real:
-        procs_of.setdefault(p.host, []).append(p)
 
     host_ips: dict[str, set[str]] = {}  # a machine has several (bootstrap, socket NICs)
-    for p in real:
-        host_ips.setdefault(p.host, set()).update(ip for ip in p.ips if not _loopback(ip))
 
     def apart(a: _Proc, b: _Proc) -> bool:
+        if not host_ips:  # (built when first asked: most jobs have no related hosts at all)
+            for p in real:
+                host_ips.setdefault(p.host, set()).update(
+                    ip for ip in p.ips if not _loopback(ip))
         ia = {ip for ip in a.ips if not _loopback(ip)}
         ib = host_ips.get(b.host, set())
         return (bool(ia) and bool(ib) and ia.isdisjoint(ib)) or (
@@ -2877,6 +2878,9 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
 
     rename: dict[str, str] = {}
     if len(pids_on_host) > 1 and max(pids_on_host.values()) > 1:
+        for p in real:  # (what fits() asks, built only where a host can be a target)
+            by_host_pid[(p.host, p.pid)] = p
+            procs_of.setdefault(p.host, []).append(p)
         # Only a host with more pids than another can be a target: index those.
         ends_with: dict[str, list[str]] = {}
         for H, c in pids_on_host.items():
@@ -2892,8 +2896,9 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
                 top = {H for H in cands if pids_on_host[H] == best}
                 if len(top) == 1:
                     rename[h] = top.pop()
+    # (processes are keyed by host and pid: with nothing renamed, no two share a group)
     groups: dict[tuple[str, int], list[_Proc]] = {}
-    for p in real:
+    for p in real if rename else ():
         groups.setdefault((rename.get(p.host, p.host), p.pid), []).append(p)  # type: ignore
 
     merged: dict[int, _Proc] = {}  # id(original kept) -> merged copy
