@@ -3669,7 +3669,12 @@ class _Judge:
             if nodes and nodes > 1:  # no single node: NCCL said nNodes, or hosts differ
                 return (f"fabrikit: {base}, though the job spans {nodes} nodes (the log may "
                         "end before NCCL chose a network)")
-            return f"fabrikit: {base} (single node, or NCCL_DEBUG=INFO not set)"
+            if self.inter_node is False or not self.a._nccl_lines:
+                return f"fabrikit: {base} (single node, or NCCL_DEBUG=INFO not set)"
+            # (NCCL's lines are there, and none says one node: a paste cut before the
+            # choice is as likely; three helpers read "NCCL_DEBUG=INFO not set" as wrong)
+            return (f"fabrikit: {base} (the log may end before NCCL chose one, or the job "
+                    "ran on one node)")
         if verdict is Verdict.SINGLE_NODE:
             label, n = top(with_sel, "selected_label")
             return (f"fabrikit: single node: NCCL network not used (selected {label} on "

@@ -2946,6 +2946,11 @@ def test_a_job_that_spans_nodes_is_not_called_single_node_when_nothing_was_chose
     code, d = check(tmp_path, [L.info("spark1", 285, 0, "comm 0x1 rank 0 nRanks 1 nNodes 1 "
                                                        "localRanks 1 localRank 0 MNNVL 0")])
     assert d["summary"].endswith("(single node, or NCCL_DEBUG=INFO not set)")
+    # NCCL's lines are there and none says one node (a JAX job on two nodes whose paste ends
+    # before NCCL chose a network): the log may be cut, and NCCL_DEBUG=INFO was set
+    code, d = check(tmp_path, [L.info("slice-a", 9, 0, "NCCL_IB_DISABLE set by environment to 1.")])
+    assert d["summary"].endswith("(the log may end before NCCL chose one, or the job ran on "
+                                 "one node)"), d["summary"]
 
 
 def test_the_warning_says_after_init_where_the_summary_does(tmp_path):
