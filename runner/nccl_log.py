@@ -3543,11 +3543,19 @@ class _Judge:
                       f"{fab} fast path (run with NCCL_DEBUG=INFO)")
         broke = [r for r in ranks if r.link_error]
         if broke:
+            what, how = "a link broke while the job ran on it", (
+                "then a request completed with an error (the job stopped or hung on it: check "
+                "the links, NICs and switches between its nodes)")
+            if "collective mismatch" in broke[0].link_error:
+                # (net_ib.cc's sanity check in isend: the peer posted a receive of another
+                # size; NCCL's own comment calls it a user's collective count/size mismatch)
+                what, how = "a request failed on a link the job ran on", (
+                    "then a send met a receive of another size (ranks called a collective "
+                    "with different sizes or out of step: the application's bug, not the "
+                    "network's)")
             self.warn("link-failed",
-                      f"a link broke while the job ran on it, on {_frac(len(broke), total)} "
-                      f"ranks ({broke[0].link_error}): NCCL chose {broke[0].selected_label} and "
-                      "connected; then a request completed with an error (the job stopped or "
-                      "hung on it: check the links, NICs and switches between its nodes)")
+                      f"{what}, on {_frac(len(broke), total)} ranks ({broke[0].link_error}): "
+                      f"NCCL chose {broke[0].selected_label} and connected; {how}")
         gave_up = [r for r in ranks if r.plugin_failed and r.transport is not Transport.FAILED]
         if gave_up:
             went = sorted({r.selected_label for r in gave_up if r.selected is not Transport.NONE})

@@ -3308,6 +3308,8 @@ def test_ib_s_collective_mismatch_is_a_running_link_s_error(tmp_path):
                   "1048576 addr 0 rkey 3beac3 seq adf/adf", where="transport/net_ib.cc:667")
     code, d = check(tmp_path, warn)
     assert d["transport"] == "ib" and "collective mismatch" in d["ranks"][0]["link_error"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "link-failed")
+    assert "the application's bug, not the network's" in w and "switches" not in w, w
     # before its init completed, the same words fail it (a communicator line, no COMPLETE)
     code, d = check(tmp_path, [L.info(h, 201805, 0, "NET/IB : Using [0]mlx5_0:1/IB ; OOB "
                                                      "ib0:10.0.0.1<0>"),
