@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import msgspec
+
+if TYPE_CHECKING:  # (the analysis is loaded only where a job step checks its transport)
+    from runner.nccl_log import RankReport
 
 _LABEL = re.compile(r"^\s*\d+: ")  # srun --label prefix
 _SRUN_TASK = re.compile(r"srun: error: (?P<node>[\w.-]+): task (?P<task>\d+): (?P<what>.+)$")
@@ -44,18 +48,21 @@ class Cause(msgspec.Struct, frozen=True):
     node: str | None = None
 
 
-def link_broke(status: int, host: str, error: str) -> Cause:
-    """The cause where the log names no other, but NCCL's analysis saw a link that broke
-    while the job ran on it (runner.nccl_log: a rank's link_error)."""
-    return Cause("link-failed", f"the job step exited with status {status} after a link "
-                 f"broke on {host}: {error[:120]}", host)
-
-
-def init_failed_in_node(status: int, host: str, error: str) -> Cause:
-    """The cause where the log names no other, but NCCL's analysis saw init fail within a
-    node (runner.nccl_log: a rank's local_failure: shared memory, P2P or NVLS setup)."""
-    return Cause("init-failed-in-node", f"the job step exited with status {status} after NCCL "
-                 f"init failed within the node {host}: {error[:120]}", host)
+def from_nccl(status: int, ranks: Iterable["RankReport"]) -> Cause | None:
+    """The cause NCCL's analysis of the log (runner.nccl_log) names, for where the log's own
+    lines name none: a link that broke while the job ran on it (a rank's link_error), else
+    an init that failed within a node (a rank's local_failure: shared memory, P2P, NVLS)."""
+    ranks = list(ranks)
+    r = next((r for r in ranks if r.link_error), None)
+    if r is not None:
+        return Cause("link-failed", f"the job step exited with status {status} after a link "
+                     f"broke on {r.host}: {r.link_error[:120]}", r.host)
+    r = next((r for r in ranks if r.local_failure), None)
+    if r is not None:
+        return Cause("init-failed-in-node", f"the job step exited with status {status} after "
+                     f"NCCL init failed within the node {r.host}: {r.local_failure[:120]}",
+                     r.host)
+    return None
 
 
 def diagnose(lines: Iterable[str], *, status: int, endpoint: str | None = None) -> Cause | None:

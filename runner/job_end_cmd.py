@@ -49,7 +49,7 @@ def _stream(log: Path, analyser) -> Iterator[str]:
 @click.option("--check-transport/--no-check-transport", default=True)
 def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, check_transport: bool) -> int:
     """Summarise a finished job step from its combined log (used by generated scripts)."""
-    from .failure_cause import diagnose, init_failed_in_node, link_broke
+    from .failure_cause import diagnose, from_nccl
 
     analyser = None
     if check_transport:
@@ -71,14 +71,10 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
     if analyser is not None:
         verdict = analyser.result()
         click.echo(verdict.summary)
-        broke = next((r for r in verdict.ranks if r.link_error), None)
-        in_node = next((r for r in verdict.ranks if r.local_failure), None)
-        if cause is not None and cause.kind == "unknown" and broke is not None:
-            # no srun/torchrun report of its own, but NCCL's: a link that broke mid-run
-            cause = link_broke(status, broke.host, broke.link_error)
-        elif cause is not None and cause.kind == "unknown" and in_node is not None:
-            # ... or an init that failed within a node (a full /dev/shm in a container)
-            cause = init_failed_in_node(status, in_node.host, in_node.local_failure)
+        if cause is not None and cause.kind == "unknown":
+            # no srun/torchrun report of its own, but maybe NCCL's (a link that broke
+            # mid-run, a full /dev/shm)
+            cause = from_nccl(status, verdict.ranks) or cause
     if cause is not None:
         click.echo(f"fabrikit: FAILED: {cause.message} (log: {log})")
         return 1

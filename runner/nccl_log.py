@@ -1347,12 +1347,19 @@ class _Proc:
             self.complete_seq = seq
         if " set by environment to " in msg:
             m = _ENV_ECHO.match(msg)
-            if m and (m.group("key") in self.env or len(self.env) < _MAX_ENV):
-                if self.env is _NO_ENV:
-                    self.env = {}
-                self.env[m.group("key")] = m.group("value")[:200]
+            if m and self._set_env(m.group("key"), m.group("value")):
                 if m.group("key") == "NCCL_IB_DISABLE" and m.group("value").rstrip(". ") == "1":
                     self.socket_is_choice = True
+
+    def _set_env(self, key: str, value: str) -> bool:
+        """Keep a setting the log echoes (capped at _MAX_ENV keys; the dict exists only
+        once it holds one). False where the cap left it out."""
+        if key not in self.env and len(self.env) >= _MAX_ENV:
+            return False
+        if self.env is _NO_ENV:
+            self.env = {}
+        self.env[key] = value[:200]
+        return True
 
     def _push(self, name: str, value: Any, cap: int = _MAX_ITEMS) -> None:
         """Add to a capped list that exists only once it holds something (most processes
@@ -1520,11 +1527,9 @@ class _Proc:
 
     def _take_n(self, msg: str, seq: int) -> None:
         if msg.startswith("NCCL_IB_HCA set to "):  # (NCCL >= 2.12's own echo of it)
-            value = msg[19:].strip()[:200]
-            if value and ("NCCL_IB_HCA" in self.env or len(self.env) < _MAX_ENV):
-                if self.env is _NO_ENV:
-                    self.env = {}
-                self.env["NCCL_IB_HCA"] = value
+            value = msg[19:].strip()
+            if value:
+                self._set_env("NCCL_IB_HCA", value)
             return
         if msg.startswith("NCCL version"):
             m = _VERSION.match(msg)
@@ -1536,8 +1541,6 @@ class _Proc:
             self._weak_default(Transport.OFI, seq)
             if g.group("dev") and _CXI_NIC.match(g.group("dev")):
                 self._push("named_providers", "cxi", 4)
-        elif msg.startswith("NET/OFI") and "Tuner init" in msg and (t := _OFI_TUNER.match(msg)):
-            self.nnodes = max(self.nnodes or 0, int(t.group("n")))
         elif msg.startswith("NET/OFI"):
             m = _PROVIDER.match(msg)
             if m and (m.group("end") is None
@@ -1566,6 +1569,9 @@ class _Proc:
             m = _PROVIDER_FILTER.match(msg)
             if m:
                 self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
+                return
+            if "Tuner init" in msg and (m := _OFI_TUNER.match(msg)):
+                self.nnodes = max(self.nnodes or 0, int(m.group("n")))
                 return
             if _OFI_PLUGIN_FAILED.match(msg):
                 self.plugin_failed = self.plugin_failed or msg[:200]
