@@ -911,7 +911,9 @@ class LogVerdict:
     plugin_api: str | None
     plugin_version: str | None
     libfabric_version: str | None
-    nodes: int | None  # distinct hosts in NCCL prefixes, or NCCL's nNodes if larger
+    # distinct hosts in NCCL prefixes, or NCCL's nNodes if larger; at least 2 where traffic
+    # crossed nodes (a lower bound: a paste may hold some hosts' lines only)
+    nodes: int | None
     world_size: int | None  # largest nranks seen
     ranks: tuple[RankReport, ...]
     warnings: tuple[LogWarning, ...]
@@ -3358,6 +3360,10 @@ class _Judge:
         world = max((p.nranks or 0 for p in self.all_procs), default=0) or None
         nnodes = max((p.nnodes or 0 for p in self.all_procs), default=0)
         nodes = max(self.identities, nnodes) or None
+        if self.inter_node and (nodes or 0) < 2:
+            # traffic crossed nodes (channels to a rank of another node) in a paste of one
+            # host's lines: the job spans at least two, not the one host the lines name
+            nodes = 2
         total = max(len(ranks), world or 0)
         single = self.inter_node is False
 

@@ -1966,6 +1966,8 @@ def test_net_channels_stay_inter_node_when_the_log_cannot_be_one_host(tmp_path, 
     half = _one_host_net_channels("gpu-a", range(4), 8, nccl, "IB", "ib0", "10.2.0.7")
     code, d = check(tmp_path, L.interleave(half, 2))
     assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+    # one host named, traffic to another node: the job spans at least two (not the 1 host)
+    assert d["nodes"] == 2
     # Every rank, one host name, two addresses: containers that share a host name.
     a = _one_host_net_channels("worker", range(2), 4, nccl, "Socket", "eth0", "172.18.0.2")
     b = _one_host_net_channels("worker", range(2, 4), 4, nccl, "Socket", "eth0", "172.18.0.3")
