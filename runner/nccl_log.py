@@ -527,6 +527,10 @@ _LINK_ERROR = re.compile(
     # receive of another size on a link in use, nccl#531's first iteration)
     r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
     r"collective mismatch|"
+    # (IB's async thread: an error on a work queue or a completion queue, which exist and
+    # carry requests only once a connection is up; a RoCE CX7 job's AllReduce, nccl#1710.
+    # Not `port error` nor `device fatal`, which come as well before any link was up)
+    r"Got async event : (?:[\w ]*work queue (?:catastrophic )?error|CQ error)|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")

@@ -3320,6 +3320,28 @@ def test_ib_s_collective_mismatch_is_a_running_link_s_error(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
 
 
+@pytest.mark.parametrize("event", ["local access violation work queue error",
+                                   "local work queue catastrophic error", "CQ error"])
+def test_ib_async_event_on_a_work_queue_is_a_running_link_s_error(tmp_path, event):
+    # nccl#1710: an AllReduce over RoCE; one node's async thread reports a QP access error
+    # three times, the other's progress thread a completion error: a QP exists and carries
+    # requests only on a link that is up, so the job ran on IB, and the link broke
+    a = L.warn("node201", 127799, 0, f"NET/IB : mlx5_0:1 Got async event : {event}",
+               where="transport/net_ib.cc:101")
+    b = L.warn("node023", 10214, 0, "NET/IB : Got completion from peer 10.1.3.201<33057> "
+               "with status=9 opcode=0 len=0 vendor err 138 (Send)",
+               where="transport/net_ib.cc:1909")
+    b += [L.info("node023", 10214, 0, "transport/net.cc:1137 -> 6"),
+          L.info("node023", 10214, 0, "proxy.cc:698 -> 6")]
+    code, d = check(tmp_path, a * 3 + b)
+    assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
+    assert event in next(r for r in d["ranks"] if r["host"] == "node201")["link_error"]
+    # a port that went down is no sign of a link that was up: the port may never have been
+    code, d = check(tmp_path, L.warn("node201", 127799, 0, "NET/IB : mlx5_0:1 Got async "
+                                     "event : port error", where="transport/net_ib.cc:101"))
+    assert d["ranks"][0]["link_error"] is None, d["summary"]
+
+
 def test_a_host_whose_gpus_0_and_n_1_hold_ranks_0_and_n_1_holds_the_world(tmp_path):
     # vllm#18731: a TP=8 pod on one host, IB initialised; the paste kept the comm lines of
     # ranks 0 and 7 only, on GPUs 0 and 7. A node of a bigger job holds rank n-1 on GPU n-1
