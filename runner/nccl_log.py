@@ -527,11 +527,17 @@ _LINK_ERROR = re.compile(
     # receive of another size on a link in use, nccl#531's first iteration)
     r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
     r"collective mismatch|"
+    # (the socket transport's own receive on a data connection, nccl#626's running job:
+    # `NET/Socket : peer 192.168.161.30<59210> message truncated : receiving 1048576 bytes
+    # instead of 65536`, no peer named before NCCL 2.8; not the bootstrap's `Message
+    # truncated : received ...`)
+    r"NET/Socket : (?:peer \S+ )?message truncated|"
     # (IB's async thread: an error on a work queue or a completion queue, which exist and
     # carry requests only once a connection is up; a RoCE CX7 job's AllReduce, nccl#1710.
     # Not `port error` nor `device fatal`, which come as well before any link was up)
     r"Got async event : (?:[\w ]*work queue (?:catastrophic )?error|CQ error)|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
+_IB_OPEN_FAILED = re.compile(r"NET/IB ?: ?Unable to open device (\w+)")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
@@ -1799,8 +1805,11 @@ class _Proc:
             # (or any network error the progress thread passed up: from NCCL 2.19 on it
             # moves data on links that are up, and the proxy's service thread sets them up;
             # aws-ofi-nccl#927's `NET/OFI Unexpected status (0) for message 246` in a
-            # reduce_scatter)
-            if not (self.progress_seq > self.err_seq >= 0 and self.err_kind is not None
+            # reduce_scatter; also where the paste cut the last error's chain before its
+            # progress-thread line and an earlier one had it: LlamaFactory#6849's
+            # `socketProgressOpt: Call to recv ... Broken pipe` WARNs, each passed up
+            # through net_socket.cc to `proxy.cc:878 -> 6 [Progress Thread]`)
+            if not (self.progress_seq >= 0 and self.err_seq >= 0 and self.err_kind is not None
                     and self.init_chain_seq < self.err_seq):
                 return None
             link = self.err_seq
@@ -3267,6 +3276,16 @@ class _Judge:
             fabric = _checked(fabrics.by_provider(provider))
             if fabric is not None:
                 return fabric, f"libfabric provider {provider}, whose plugin failed"
+        # A rank on sockets after IB found an HCA it could not open and then none (a Docker
+        # container on a RoCE host, no /dev/infiniband: `NET/IB : Unable to open device
+        # mlx5_bond_0`, `No device found`, `Using network Socket`; nccl#451's "extremely
+        # slow" DeepSpeed job): the host has the RDMA fabric that sockets stood in for
+        for r in self.ranks:
+            if r.selected is Transport.SOCKET and r.ib_no_device:
+                dev = next((m.group(1) for w in r.nccl_warnings
+                            if (m := _IB_OPEN_FAILED.match(w))), None)
+                if dev:
+                    return Fabric.INFINIBAND, f"IB device {dev}, which NCCL could not open"
         return None, None
 
     def _ib_hca_note(self) -> str:

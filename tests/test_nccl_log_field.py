@@ -1617,6 +1617,65 @@ def test_a_link_that_breaks_at_the_first_collective_is_a_link_error(tmp_path, th
     assert not any(r["failed_after_init"] for r in d["ranks"])
 
 
+def test_a_socket_error_whose_chain_a_paste_cut_is_the_progress_threads_like_the_last(tmp_path):
+    # LlamaFactory#6849: a pod's recv on a link of the socket transport failed, mid-run; the
+    # paste holds its chains through net_socket.cc to `[Progress Thread]`, and ends with one
+    # more WARN whose chain was cut before that line: the same running link's error
+    h, pid = "pt-gbcg65vy-worker-0", 4288
+
+    def broke(last: bool) -> list[str]:
+        chain = ["misc/socket.cc:47 -> 6", "misc/socket.cc:752 -> 6",
+                 "transport/net_socket.cc:474 -> 6", "transport/net.cc:1137 -> 6",
+                 "proxy.cc:698 -> 6", "proxy.cc:878 -> 6 [Progress Thread]"]
+        return L.warn(h, pid, 1, "socketProgressOpt: Call to recv from 10.119.24.53<49901> "
+                      "failed : Broken pipe", where="misc/socket.cc:30") + [
+            L.info(h, pid, 1, m, tid=pid + 233) for m in (chain if last else chain[:-1])]
+
+    code, d = check(tmp_path, broke(True) + broke(False))
+    assert d["transport"] == "socket" and d["verdict"] != "failed", d["summary"]
+    assert "Broken pipe" in d["ranks"][0]["link_error"]
+    # with no progress-thread line at all, nothing says a link was up: a failed init
+    code, d = check(tmp_path, broke(False))
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+
+
+@pytest.mark.parametrize("peer", ["peer 192.168.161.30<59210> ", ""])
+def test_the_socket_transports_truncated_message_is_a_running_link_s_error(tmp_path, peer):
+    # nccl#626 (NCCL 2.10: `peer ...`; 2.6 names none): net_socket.cc's receive on a data
+    # connection got more than was posted, in a running job: the job ran on sockets
+    code, d = check(tmp_path, L.warn("dell-T640", 8841, 0, f"NET/Socket : {peer}message "
+                                     "truncated : receiving 1048576 bytes instead of 65536",
+                                     where="transport/net_socket.cc:424"))
+    assert d["transport"] == "socket" and "truncated" in d["ranks"][0]["link_error"]
+    # ... unlike the bootstrap's (nccl#1176), during init
+    lines = L.warn("dell-T640", 8841, 0, "Message truncated : received 256 bytes instead of 4",
+                   where="misc/socket.cc:790")
+    lines += [L.info("dell-T640", 8841, 0, m) for m in ("bootstrap.cc:81 -> 3",
+                                                         "init.cc:1398 -> 3")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["ranks"][0]["link_error"] is None, d["summary"]
+
+
+def test_sockets_after_an_hca_that_could_not_be_opened_are_an_ib_fallback(tmp_path):
+    # nccl#451: DeepSpeed in Docker on a RoCE host, no /dev/infiniband in the container: IB
+    # found mlx5_bond_0, could not open it, then no device; the job ran "extremely slow" on
+    # sockets. No --fabric given: the HCA says which fabric sockets stood in for.
+    h, pid = "9d1c0e7f2a41", 133
+    lines = L.warn(h, pid, 0, "Call to ibv_open_device failed", where="misc/ibvwrap.cc:212")
+    lines += L.warn(h, pid, 0, "NET/IB : Unable to open device mlx5_bond_0",
+                    where="transport/net_ib.cc:148")
+    lines += [L.info(h, pid, 0, m) for m in (
+        "NET/IB : No device found.", "NET/Socket : Using [0]bond0:10.20.1.5<0>",
+        "Using network Socket")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "socket" and d["fabric"] == "infiniband" and code == 1
+    assert "mlx5_bond_0" in d["fabric_inferred_from"]
+    assert "socket-fallback" in [w["code"] for w in d["warnings"]]
+    # with no HCA named, no fabric is inferred: sockets may be all the job had
+    code, d = check(tmp_path, lines[4:])
+    assert d["transport"] == "socket" and d["fabric"] is None and code == 0, d["summary"]
+
+
 def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
     # NVIDIA/nccl#928: "error log `G8-2:19989:20082 [1] ... NCCL WARN ..." (markdown)
     streams = job(L.ib_rank, nccl="2.18.3", host_fmt="G8-{:d}")
