@@ -458,6 +458,10 @@ _IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(
 _UVERBS = re.compile(r":uverbs\d+(?=:)")
 _IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
 _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b")
+# A queue pair the IB transport created to connect to a peer (NCCL >= 2.19: `NET/IB: NCCL Dev
+# 3 IbDev 3 Port 1 qpn 1033 mtu 5 LID 0 ...`, `NET/IB: IbDev 4 Port 1 qpn 103534
+# set_ece={...}`): IB was chosen (a paste may keep no other line of it)
+_IB_QP = re.compile(r"^NET/IB\w* ?: ?(?:NCCL (?:Merged)?Dev \d+ )?IbDev \d+ Port \d+ qpn \d+")
 # The IB transport checking GPUDirect for a device it uses (no device line in a paste that
 # kept only this: GKE A3 Ultra's `NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`).
 # (The socket transport's `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lan0'` is no
@@ -1610,6 +1614,9 @@ class _Proc:
             elif _IB_NO_DEVICE.match(msg):
                 self.ib_no_device = True
             elif _IB_GDR.match(msg):
+                self._weak_default(Transport.IB, seq)
+            elif _IB_QP.match(msg):
+                # (nccl#1669's 3-host all-to-all kept these, then RAS's crash in 2.26.2)
                 self._weak_default(Transport.IB, seq)
             else:
                 m = _IB_DEVICE_LINE.match(msg)

@@ -1676,6 +1676,25 @@ def test_sockets_after_an_hca_that_could_not_be_opened_are_an_ib_fallback(tmp_pa
     assert d["transport"] == "socket" and d["fabric"] is None and code == 0, d["summary"]
 
 
+@pytest.mark.parametrize("qp", [
+    "NET/IB: IbDev 4 Port 1 qpn 103534 set_ece={supported=1, vendor_id=0x15b3, options=0x0, "
+    "comp_mask=0x0}",
+    "NET/IB: NCCL Dev 3 IbDev 3 Port 1 qpn 1033 mtu 5 LID 0 subnet-prefix 65152 FLID 0 "
+    "fifoRkey=0x1c8f00 fifoLkey=0x1c8f00"])
+def test_a_queue_pair_of_the_ib_transport_is_its_choice(tmp_path, qp):
+    # nccl#1669: a 3-host all-to-all on NCCL 2.26.2 whose paste kept a rank's QP lines, then
+    # RAS's crash: IB was chosen, though no `Using network` line is left
+    lines = [L.info("rtptest1621", 405884, 0, "NCCL_IB_FIFO_TC set by environment to 224.")]
+    lines += [L.info("rtptest1625", 1886888, 7, qp, tid=1890510)] * 4
+    lines += [L.info(h, pid, 0, "RAS client listening socket at ::1<28028>")
+              for h, pid in (("rtptest1620", 935572), ("rtptest1621", 405884))]
+    code, d = check(tmp_path, lines + ["[rtptest1621:405884] *** Process received signal ***"])
+    assert d["transport"] == "ib", d["summary"]
+    # a later choice still wins
+    code, d = check(tmp_path, lines + [L.info("rtptest1625", 1886888, 7, "Using network Socket")])
+    assert d["transport"] == "socket", d["summary"]
+
+
 def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
     # NVIDIA/nccl#928: "error log `G8-2:19989:20082 [1] ... NCCL WARN ..." (markdown)
     streams = job(L.ib_rank, nccl="2.18.3", host_fmt="G8-{:d}")
