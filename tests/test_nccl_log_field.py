@@ -1706,6 +1706,18 @@ def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
     assert d["nodes"] == 3
 
 
+@pytest.mark.parametrize("mark", ["*", "**"])
+def test_markdown_emphasis_around_a_line_is_no_part_of_the_host(tmp_path, mark):
+    # an AWS EFA tutorial's copy: `   *ip-192-168-2-54:14:14 [0] NCCL INFO NET/OFI Selected
+    # Provider is efa*` beside the same process's plain line: one process, not two
+    h = "ip-192-168-2-54"
+    code, d = check(tmp_path, ["   $ " + L.info(h, 14, 0, "NET/OFI Forcing AWS OFI ndev 4"),
+                               f"   {mark}" + L.info(h, 14, 0, "NET/OFI Selected Provider is "
+                                                    f"efa{mark}")])
+    assert [(r["host"], r["pid"]) for r in d["ranks"]] == [(h, 14)], d["summary"]
+    assert d["provider"] == "efa" and not d["warnings"], d["summary"]
+
+
 def test_any_net_plugin_failing_after_the_ofi_plugin_loaded_attempted_ofi(tmp_path):
     # aws-ofi-nccl 1.21 on cxi finds no eligible provider; NCCL then gives up on every net
     # plugin. NCCL_NET was set in the job script but not echoed.
