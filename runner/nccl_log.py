@@ -539,8 +539,10 @@ _LINK_ERROR = re.compile(
     r"NET/Socket : (?:peer \S+ )?message truncated|"
     # (IB's async thread: an error on a work queue or a completion queue, which exist and
     # carry requests only once a connection is up; a RoCE CX7 job's AllReduce, nccl#1710.
-    # Not `port error` nor `device fatal`, which come as well before any link was up)
+    # Not `port error` nor `device fatal`, which come as well before any link was up. NCCL
+    # >= 2.23 words them `async fatal event on QP (0x...): local access violation ...`)
     r"Got async event : (?:[\w ]*work queue (?:catastrophic )?error|CQ error)|"
+    r"async fatal event on (?:QP|CQ)\b|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _IB_OPEN_FAILED = re.compile(r"NET/IB ?: ?Unable to open device (\w+)")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")

@@ -3410,13 +3410,15 @@ def test_ib_s_collective_mismatch_is_a_running_link_s_error(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
 
 
-@pytest.mark.parametrize("event", ["local access violation work queue error",
-                                   "local work queue catastrophic error", "CQ error"])
+@pytest.mark.parametrize("event", [
+    "Got async event : local access violation work queue error",
+    "Got async event : local work queue catastrophic error", "Got async event : CQ error",
+    "async fatal event on QP (0x7f69f01519a8): local access violation work queue error"])
 def test_ib_async_event_on_a_work_queue_is_a_running_link_s_error(tmp_path, event):
     # nccl#1710: an AllReduce over RoCE; one node's async thread reports a QP access error
     # three times, the other's progress thread a completion error: a QP exists and carries
     # requests only on a link that is up, so the job ran on IB, and the link broke
-    a = L.warn("node201", 127799, 0, f"NET/IB : mlx5_0:1 Got async event : {event}",
+    a = L.warn("node201", 127799, 0, f"NET/IB : mlx5_0:1 {event}",
                where="transport/net_ib.cc:101")
     b = L.warn("node023", 10214, 0, "NET/IB : Got completion from peer 10.1.3.201<33057> "
                "with status=9 opcode=0 len=0 vendor err 138 (Send)",
@@ -3425,7 +3427,7 @@ def test_ib_async_event_on_a_work_queue_is_a_running_link_s_error(tmp_path, even
           L.info("node023", 10214, 0, "proxy.cc:698 -> 6")]
     code, d = check(tmp_path, a * 3 + b)
     assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
-    assert event in next(r for r in d["ranks"] if r["host"] == "node201")["link_error"]
+    assert event[-20:] in next(r for r in d["ranks"] if r["host"] == "node201")["link_error"]
     # a port that went down is no sign of a link that was up: the port may never have been
     code, d = check(tmp_path, L.warn("node201", 127799, 0, "NET/IB : mlx5_0:1 Got async "
                                      "event : port error", where="transport/net_ib.cc:101"))
