@@ -414,8 +414,9 @@ _TESTS_RANK = re.compile(
 _PREFIXED_VERSION = re.compile(
     r"(?:^|[\s:\]])(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)\s*$")
 _VERSION = re.compile(r"^(?P<lib>[NR])CCL version\s*:?\s*(?P<v>\d+\.\d+\.\d+)(?![\d.])")
+# (an author's note may follow it: `Loaded net plugin gIB (v11)   <- the plugin loads fine`)
 _PLUGIN_LOADED = re.compile(
-    r"^NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \((?P<api>v\d+)\)\s*$")
+    r"^NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \((?P<api>v\d+)\)(?:\s|$)")
 _PLUGIN_MISSING = re.compile(
     r"^NET/Plugin ?: ?(?:.*\bNo plugin found\b|Could not find: ?\S*lib[nr]ccl-net|"
     r".*lib[nr]ccl-net\S*: cannot open shared object|Plugin load returned)"
@@ -1167,7 +1168,7 @@ class _Proc:
         # libibverbs or had IB disabled, after which sockets are all it has
         self.socket_is_choice = False
         self.local_seq = -1  # last WARN or chain link of a transport within a node (shm, p2p)
-        self.link_seq = -1  # last WARN that a working link's request completed with an error
+        self.link_seq = -1  # last WARN that a request failed on a working link
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
 
     def copy(self) -> "_Proc":
@@ -3589,8 +3590,8 @@ class _Judge:
         broke = [r for r in ranks if r.link_error]
         if broke:
             what, how = "a link broke while the job ran on it", (
-                "then a request completed with an error (the job stopped or hung on it: check "
-                "the links, NICs and switches between its nodes)")
+                "then a request on it failed (the job stopped or hung on it: check the links, "
+                "NICs and switches between its nodes)")
             if "collective mismatch" in broke[0].link_error:
                 # (net_ib.cc's sanity check in isend: the peer posted a receive of another
                 # size; NCCL's own comment calls it a user's collective count/size mismatch)

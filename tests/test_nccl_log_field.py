@@ -1718,6 +1718,20 @@ def test_markdown_emphasis_around_a_line_is_no_part_of_the_host(tmp_path, mark):
     assert d["provider"] == "efa" and not d["warnings"], d["summary"]
 
 
+def test_a_loaded_plugins_line_with_an_authors_note_still_names_it(tmp_path):
+    # an A3 Ultra write-up (round 31): gIB loaded, no libibverbs in the image, every NET
+    # plugin failed; the author's `<-` notes follow the lines
+    h, pid = "a3u-0", 81
+    lines = [L.info(h, pid, 0, "NET/Plugin: Loaded net plugin gIB (v11)   <- the plugin "
+                    "loads fine"),
+             L.info(h, pid, 0, "Failed to open libibverbs.so[.1]")]
+    lines += L.warn(h, pid, 0, "Failed to initialize any NET plugin   <- the failure",
+                    where="plugin/net.cc:379")
+    code, d = check(tmp_path, lines)
+    assert d["plugin"] == "gIB" and d["plugin_api"] == "v11", d["summary"]
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
 def test_any_net_plugin_failing_after_the_ofi_plugin_loaded_attempted_ofi(tmp_path):
     # aws-ofi-nccl 1.21 on cxi finds no eligible provider; NCCL then gives up on every net
     # plugin. NCCL_NET was set in the job script but not echoed.
