@@ -157,7 +157,8 @@ def format_human(verdict: "LogVerdict") -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--fabric", type=click.Choice(fabrics.CHECKED), default=None,
               help="The job's fabric; without it sockets count as expected unless the log "
-                   "shows hsn*/ib* interfaces or the cxi provider.")
+                   "shows the fabric they stood in for: sockets on hsn*/ib* interfaces, the "
+                   "cxi provider, or an IB device NCCL could not open.")
 @click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
               help="The job's environment, e.g. --env NCCL_PROTO=^LL128 (for the GH200 LL128 "
                    "check when the log does not echo it). Repeatable.")
