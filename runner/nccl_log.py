@@ -515,14 +515,19 @@ _NET_CHAIN_FILE = re.compile(
     r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|" + _IB_PLUGIN_FILE)
 _NET_WARN = re.compile(
     r"NET/|\bNet\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|\bfi_|RDMA|"
-    r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b")
+    r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b|"
+    # (the socket helper's own calls: `include/socket.h:347 NCCL WARN Call to bind failed :
+    # Address already in use`, mmdetection#7047's 2-node job on NCCL 2.8; not RAS's `Call to
+    # bind failed: ...` of NCCL >= 2.24, whose client socket init goes on without, vllm#19204)
+    r"Call to (?:bind|listen|accept) failed :")
 # Errors that set a connection up (as opposed to ones on a working link, "Got completion
 # ... error 12"): with NCCL >= 2.22 connecting after Init COMPLETE, these still mean the
 # transport never carried the job.
 _SETUP_WARN = re.compile(
     r"ibv_(?:create|modify|reg|open|alloc|query)|Couldn't (?:open|create|get|find)|"
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
-    r"Call to connect|not found|No device|Failed to initialize|initialization failed|"
+    r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
+    r"initialization failed|"
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
 # ... and errors of a link in use: a request that completed with an error. NCCL does not retry
 # it (the communicator's operations fail), so after Init COMPLETE the job failed on its link,

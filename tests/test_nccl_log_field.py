@@ -1179,6 +1179,26 @@ def test_a_socket_error_of_the_bootstrap_names_no_transport(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
+def test_a_socket_helpers_bind_failure_after_the_choice_fails_init(tmp_path):
+    # mmdetection#7047: a 2-node job on NCCL 2.8 chose Socket, then its listen socket could
+    # not bind; the paste ends there (no chain)
+    h, pid = "gpu2", 1653
+    lines = [L.info(h, pid, 0, m) for m in (
+        "Bootstrap : Using eno2:172.16.30.2<0>", "NET/IB : No device found.",
+        "NET/Socket : Using [0]eno2:172.16.30.2<0>", "Using network Socket")]
+    bind = L.warn(h, pid, 0, "Call to bind failed : Address already in use",
+                  where="include/socket.h:347")
+    code, d = check(tmp_path, lines + bind)
+    assert d["transport"] == "failed" and d["attempted"] == "socket" and code == 1
+    # RAS's own client socket (NCCL >= 2.24) failing to bind is no failure: init goes on
+    ras = L.warn(h, pid, 0, "Call to bind failed: Address already in use",
+                 timestamp="2025-06-05 10:45:19", where="ras/client_support.cc:160")
+    ras += [L.info(h, pid, 0, "RAS failed to establish a client listening socket at "
+                              "localhost:28028")]
+    code, d = check(tmp_path, lines + ras)
+    assert d["transport"] == "socket" and code == 0, d["summary"]
+
+
 def test_the_socket_helpers_warns_name_no_transport(tmp_path):
     # NCCL_DEBUG=WARN: the bootstrap root saw a mismatch, then every rank's connect to it was
     # refused. misc/socket.cc (os/linux.cc from 2.28) serves the bootstrap, the proxy and
