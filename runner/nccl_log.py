@@ -935,7 +935,8 @@ class LogVerdict:
     plugin_version: str | None
     libfabric_version: str | None
     # distinct hosts in NCCL prefixes, or NCCL's nNodes if larger; at least 2 where traffic
-    # crossed nodes (a lower bound: a paste may hold some hosts' lines only)
+    # crossed nodes (a lower bound: a paste may hold some hosts' lines only); None where one
+    # host's lines say nothing of whether other hosts took part
     nodes: int | None
     world_size: int | None  # largest nranks seen
     ranks: tuple[RankReport, ...]
@@ -3403,6 +3404,10 @@ class _Judge:
             # traffic crossed nodes (channels to a rank of another node) in a paste of one
             # host's lines: the job spans at least two, not the one host the lines name
             nodes = 2
+        elif nodes == 1 and self.inter_node is None:
+            # one host's lines, and nothing says whether other hosts took part (most such
+            # pastes are one node of a bigger job): how many nodes is not known
+            nodes = None
         total = max(len(ranks), world or 0)
         single = self.inter_node is False
 

@@ -2092,6 +2092,10 @@ def test_net_channels_stay_inter_node_when_the_log_cannot_be_one_host(tmp_path, 
     assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
     # one host named, traffic to another node: the job spans at least two (not the 1 host)
     assert d["nodes"] == 2
+    # ... and without the channels, nothing says whether other hosts took part: unknown
+    code, d = check(tmp_path, L.interleave([[x for x in s if "via NET" not in x]
+                                            for s in half], 2))
+    assert d["inter_node"] is None and d["nodes"] is None, d["summary"]
     # Every rank, one host name, two addresses: containers that share a host name.
     a = _one_host_net_channels("worker", range(2), 4, nccl, "Socket", "eth0", "172.18.0.2")
     b = _one_host_net_channels("worker", range(2, 4), 4, nccl, "Socket", "eth0", "172.18.0.3")
