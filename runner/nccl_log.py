@@ -550,7 +550,6 @@ _LINK_ERROR = re.compile(
     r"Got async event : (?:[\w ]*work queue (?:catastrophic )?error|CQ error)|"
     r"async fatal event on (?:QP|CQ)\b|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
-_IB_OPEN_FAILED = re.compile(r"NET/IB ?: ?Unable to open device (\w+)")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
@@ -572,6 +571,9 @@ _OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>E
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
 # libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
 _COLLNET_FALLBACK = "Cannot initialize CollNet"
+# IB's init skipping a device it cannot open (a probe WARN, below); which device, where no
+# other then opened (see _Judge._fabric)
+_IB_OPEN_FAILED = re.compile(r"^NET/IB\w* ?: ?Unable to open device ([\w.\-]+)")
 _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
