@@ -1095,7 +1095,7 @@ class _Proc:
     """
 
     __slots__ = (
-        "host", "pid", "real", "dev", "devs", "sources", "rank", "nranks", "rank_hint", "nnodes",
+        "host", "pid", "real", "dev", "dev_warn", "devs", "sources", "rank", "nranks", "rank_hint", "nnodes",
         "ring_ranks",
         "ranks_seen", "ips", "nets", "via_nets", "net_channels", "gdrdma", "provider",
         "provider_seq", "ofi_fabric", "nics", "named_providers", "ib_devices", "ib_no_device",
@@ -1113,6 +1113,7 @@ class _Proc:
         self.pid = pid
         self.real = real
         self.dev: int | None = None
+        self.dev_warn = False  # `dev` is so far only that of WARN lines (see _piece)
         self.devs: list[int] = _NONE  # type: ignore[assignment]  # devices other than `dev`
         self.sources: list[str] = []
         self.rank: int | None = None
@@ -2614,14 +2615,22 @@ class LogAnalyser:
             proc = self._proc((host, pid), host, pid, True, src)
             if proc is None:
                 return
-            dev = int(m.group("dev"))
+            dev, warn = int(m.group("dev")), m.group("level") == "WARN"
             if proc.dev is None:
-                proc.dev = dev
-            elif dev != proc.dev and m.group("level") != "WARN":
-                # one process driving several GPUs (nccl-tests -g 8); not a WARN, which a
-                # proxy thread may print under another device (nccl#733's `[0]` in a rank
-                # of `[1]`)
-                proc._push("devs", dev, 64)
+                proc.dev, proc.dev_warn = dev, warn
+            elif dev != proc.dev and not warn:
+                if proc.dev_warn:
+                    # the device of a WARN only, first: a helper thread's, which set none
+                    # (IB's async thread prints `[0]` in a rank on GPU 1, nccl-tests#360);
+                    # the process's own lines say which
+                    proc.dev, proc.dev_warn = dev, False
+                else:
+                    # one process driving several GPUs (nccl-tests -g 8); not a WARN, which
+                    # a proxy thread may print under another device (nccl#733's `[0]` in a
+                    # rank of `[1]`)
+                    proc._push("devs", dev, 64)
+            elif not warn:
+                proc.dev_warn = False
             if proc.rank_hint is None and "rank" in labels:
                 proc.rank_hint = labels["rank"]
             if len(matches) == 1 and m.start("level") == i + 6 and m.end() == i + 7 + len(

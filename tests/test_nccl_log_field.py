@@ -3472,6 +3472,32 @@ def test_ib_async_event_on_a_work_queue_is_a_running_link_s_error(tmp_path, even
     assert d["ranks"][0]["link_error"] is None, d["summary"]
 
 
+def test_a_helper_threads_warn_device_is_not_a_second_gpu_of_the_process(tmp_path):
+    # nccl-tests#360 (alltoall over RoCE, 2 nodes x 8, one GPU per process): IB's async
+    # thread, which never set a device, WARNs under `[0]` in the process on GPU 1, whose
+    # progress thread then passes the error up under `[1]`. One process on one GPU, not a
+    # process driving two (which would make its host one machine): the job ran on IB
+    h, pid = "node-0", 5899
+    lines = [L.info("node-0", 5898, 0, "NET/IB: IbDev 0 Port 1 qpn 2740 set_ece={supported=1, "
+                    "vendor_id=0x15b3, options=0x0, comp_mask=0x0}", tid=6033)]
+    lines += L.warn(h, pid, 0, "NET/IB : mlx5_4:1 async fatal event on QP (0x762cfc0e23c8): "
+                    "invalid request local work queue error", where="transport/net_ib.cc:154")
+    lines += L.warn(h, pid, 1, "communicator encountered a fatal error (detected in "
+                    "ncclIbIrecv)", where="transport/net_ib.cc:113")
+    lines += [L.info(h, pid, 1, m, tid=6045) for m in (
+        "transport/net_ib.cc:2117 -> 2", "transport/net.cc:1335 -> 2", "proxy.cc:728 -> 2",
+        "proxy.cc:912 -> 2 [Progress Thread]")]
+    code, d = check(tmp_path, lines)
+    assert d["inter_node"] is None and d["transport"] == "ib", d["summary"]
+    [r] = [r for r in d["ranks"] if r["pid"] == pid]
+    assert r["cuda_dev"] == 1 and "async fatal event" in r["link_error"], r
+    # a process whose own INFO lines name two devices drives both: one machine
+    two = [L.info(h, 7001, dev, "NET/IB : Using [0]mlx5_0:1/RoCE ; OOB ens1:10.0.0.1<0>")
+           for dev in (0, 1)] + [L.info(h, 7001, 0, "Using network IB")]
+    code, d = check(tmp_path, two)
+    assert d["inter_node"] is False and d["transport"] == "none", d["summary"]
+
+
 def test_a_host_whose_gpus_0_and_n_1_hold_ranks_0_and_n_1_holds_the_world(tmp_path):
     # vllm#18731: a TP=8 pod on one host, IB initialised; the paste kept the comm lines of
     # ranks 0 and 7 only, on GPUs 0 and 7. A node of a bigger job holds rank n-1 on GPU n-1
