@@ -543,12 +543,17 @@ _LINK_ERROR = re.compile(
     # instead of 65536`, no peer named before NCCL 2.8; not the bootstrap's `Message
     # truncated : received ...`)
     r"NET/Socket : (?:peer \S+ )?message truncated|"
-    # (IB's async thread: an error on a work queue or a completion queue, which exist and
-    # carry requests only once a connection is up; a RoCE CX7 job's AllReduce, nccl#1710.
-    # Not `port error` nor `device fatal`, which come as well before any link was up. NCCL
-    # >= 2.23 words them `async fatal event on QP (0x...): local access violation ...`)
-    r"Got async event : (?:[\w ]*work queue (?:catastrophic )?error|CQ error)|"
-    r"async fatal event on (?:QP|CQ)\b|"
+    # (IB's async thread, which runs once IB opened its devices: an error on a work queue
+    # or a completion queue, which exist and carry requests only once a connection is up,
+    # a RoCE CX7 job's AllReduce, nccl#1710; a port that went down or a device that failed,
+    # mid-run in lit-llama#380's 4-node job and nccl#230's after 830K iterations; then the
+    # thread's own `Call to ibv_get_async_event failed`. NCCL >= 2.23 words them `async
+    # fatal event on QP (0x...): ...`, `async fatal event: ...`, `Got async error event:
+    # port error`. Where the paste shows init still under way, link_failure keeps them a
+    # failed init; the events that change nothing are _PROBE_WARN's.)
+    r"Got async (?:error )?event ?: ?(?:[\w ]*work queue (?:catastrophic )?error|CQ error|"
+    r"port error|local catastrophic error)|async fatal event(?: on (?:QP|CQ)\b|:)|"
+    r"ibv_get_async_event failed|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
@@ -575,6 +580,15 @@ _COLLNET_FALLBACK = "Cannot initialize CollNet"
 # other then opened (see _Judge._fabric)
 _IB_OPEN_FAILED = re.compile(r"^NET/IB\w* ?: ?Unable to open device ([\w.\-]+)")
 _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
+                         # (IB's async thread telling of an event that fails nothing: a
+                         # subnet manager's `client reregistration` on a running node
+                         # (DeepSpeed#3272), `GID table change` (a vLLM TP=4 pod); NCCL
+                         # itself calls them non-fatal; SRQs it does not use)
+                         r"^NET/IB\w* ?: ?(?:\S+:\d+ )?(?:Got async (?:error )?event ?: ?"
+                         r"(?:GID table change|client reregistration|port active|LID change|"
+                         r"P_Key change|SM change|path migration successful|send queue "
+                         r"drained|last WQE reached|SRQ limit reached|communication "
+                         r"established)|async fatal event on SRQ)|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
                          r"^Failed to open libibverbs|"
@@ -1789,8 +1803,10 @@ class _Proc:
             # a network error after the choice, before init completed (or while setting a
             # connection up), and no channel set up after it
             late_setup = self.setup_seq > self.sel_seq and self.chan_seq < self.setup_seq
-            # ... or a network error after init that NCCL passed up its chain (an IB async
-            # event, then `transport/net.cc:1227 -> 6`): the job failed on it, after init
+            # ... or a network error after init that NCCL passed up its chain, setting up a
+            # connection at the first collective (nccl#2057: `ncclSocketInit: connecting to
+            # address with family 1`, then `transport/net.cc:860 -> 3`): the job failed on
+            # it, after init (a running link's error is link_failure's, above)
             if completed_after and self.net_chain_seq > self.warn_seq > self.complete_seq:
                 return why, selected or self.err_kind
             if self.err_seq > self.sel_seq and (late_setup or not completed_after) \

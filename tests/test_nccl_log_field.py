@@ -3084,18 +3084,29 @@ def test_a_job_that_spans_nodes_is_not_called_single_node_when_nothing_was_chose
 
 
 def test_the_warning_says_after_init_where_the_summary_does(tmp_path):
-    # an IB job whose HCA reported a catastrophic error after Init COMPLETE, passed up
-    h = "gpu01"
+    # nccl#2057: Socket chosen, Init COMPLETE, then the connection NCCL >= 2.22 sets up at
+    # the first collective failed (an AF_UNIX address), passed up to the group's async thread
+    h = "VM-16-64-ubuntu"
     lines = [L.info(h, 7, 0, m) for m in (
-        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", "Using network IB",
+        "NET/Socket : Using [0]eth0:10.0.0.1<0>", "Using network Socket",
         "ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE")]
-    lines += L.warn(h, 7, 0, "NET/IB : Got async event : local catastrophic error",
-                    where="transport/net_ib.cc:84")
-    lines += [L.info(h, 7, 0, "transport/net.cc:1227 -> 6")]
+    lines += L.warn(h, 7, 0, "ncclSocketInit: connecting to address  with family 1 is neither "
+                    "AF_INET(2) nor AF_INET6(10)", where="misc/socket.cc:537")
+    lines += [L.info(h, 7, 0, m) for m in ("transport/net_socket.cc:399 -> 3",
+                                           "transport/net.cc:860 -> 3", "transport.cc:212 -> 3",
+                                           "group.cc:78 -> 3 [Async thread]")]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed" and d["ranks"][0]["failed_after_init"], d["summary"]
     w = next(w["message"] for w in d["warnings"] if w["code"] == "net-init-failed")
     assert "NCCL network failed after init" in w and "failed after init" in d["summary"]
+    # an HCA's catastrophic error after Init COMPLETE is no setup's: the link that ran broke
+    ib = [L.info(h, 8, 0, m) for m in (
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", "Using network IB",
+        "ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE")]
+    ib += L.warn(h, 8, 0, "NET/IB : Got async event : local catastrophic error",
+                 where="transport/net_ib.cc:84")
+    code, d = check(tmp_path, ib + [L.info(h, 8, 0, "transport/net.cc:1227 -> 6")])
+    assert d["transport"] == "ib" and "catastrophic" in d["ranks"][0]["link_error"]
 
 
 def test_aws_ofi_rccl_names_rccl(tmp_path):
@@ -3466,10 +3477,44 @@ def test_ib_async_event_on_a_work_queue_is_a_running_link_s_error(tmp_path, even
     code, d = check(tmp_path, a * 3 + b)
     assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
     assert event[-20:] in next(r for r in d["ranks"] if r["host"] == "node201")["link_error"]
-    # a port that went down is no sign of a link that was up: the port may never have been
-    code, d = check(tmp_path, L.warn("node201", 127799, 0, "NET/IB : mlx5_0:1 Got async "
-                                     "event : port error", where="transport/net_ib.cc:101"))
-    assert d["ranks"][0]["link_error"] is None, d["summary"]
+
+
+
+@pytest.mark.parametrize("event", [
+    "Got async event : port error", "Got async error event: port error",
+    "Got async event : local catastrophic error", "async fatal event: local catastrophic error"])
+def test_an_ib_port_or_device_failing_in_a_running_job_is_its_link_s_error(tmp_path, event):
+    # lit-llama#380: 4 nodes, `iter 83594: loss 1.9491`, then every rank's async thread says
+    # `port error`; nccl#230: `local catastrophic error` after 830K iterations, then the
+    # thread's own `Call to ibv_get_async_event failed`. The job ran on IB, then it broke.
+    h = "gpu-48"
+    lines = ["iter 83594: loss 1.9491, time: 512.36ms"]
+    for pid in (34050, 34051):
+        lines += L.warn(h, pid, 0, f"NET/IB : mlx5_0:1 {event}", where="transport/net_ib.cc:93")
+        lines += L.warn(h, pid, 0, "Call to ibv_get_async_event failed",
+                        where="misc/ibvwrap.cc:220")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
+    assert all(event in r["link_error"] for r in d["ranks"]), d["ranks"]
+    # ... while init was still under way (a communicator line, no Init COMPLETE): a failed
+    # init, the port down before any link was up
+    start = [L.info(h, 34050, 0, "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"),
+             L.info(h, 34050, 0, "comm 0x1 rank 0 nranks 16 cudaDev 0 busId 1000 - Init START")]
+    code, d = check(tmp_path, start + L.warn(h, 34050, 0, f"NET/IB : mlx5_0:1 {event}",
+                                             where="transport/net_ib.cc:93"))
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+
+
+@pytest.mark.parametrize("event", ["Got async event : client reregistration",
+                                   "Got async error event: GID table change",
+                                   "async fatal event on SRQ, unused for now (0x1): SRQ error"])
+def test_an_ib_async_event_that_fails_nothing_is_no_failure_nor_choice(tmp_path, event):
+    # DeepSpeed#3272 on one node: a subnet manager's `client reregistration` while the job
+    # ran; a vLLM TP=4 pod's `GID table change`. NCCL calls these non-fatal (SRQs it does
+    # not use); they say IB opened its devices, which it does on one node too.
+    code, d = check(tmp_path, L.warn("07d92dd514d4", 142935, 0, f"NET/IB : mlx5_3:1 {event}",
+                                     where="transport/net_ib.cc:100"))
+    assert d["transport"] == "none" and code == 0 and d["verdict"] == "none", d["summary"]
 
 
 def test_a_helper_threads_warn_device_is_not_a_second_gpu_of_the_process(tmp_path):
