@@ -484,6 +484,9 @@ _IB_NO_DEVICE = re.compile(r"^NET/IB\w* ?: No device found")
 _SOCKET_IFACE = re.compile(r"\[\d+\](?P<iface>[^\s:<>\[\]]+):\S*?<\d+>")
 # (a doc that elided the addresses: `NET/Socket : Using [0]ens5 ... [1]roce0 ...`)
 _SOCKET_IFACE_ELIDED = re.compile(r"\[\d+\](?P<iface>[A-Za-z][\w.\-]*)(?=[\s:]|$)")
+# (... or put a placeholder for it: `NET/Socket : Using [0]<lan-if>:<head-ip><0>`, a DGX Spark
+# pair's README: sockets chosen, on an interface the paste does not name)
+_SOCKET_IFACE_REDACTED = re.compile(r"\[\d+\]<[^<>\s]{1,40}>")
 _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?)<\d+>")
 # (a guide may elide the pointer, `comm ... rank 0`, or leave it out; a sanitized log may put
 # a placeholder in it, `comm <PTR>`)
@@ -1663,7 +1666,7 @@ class _Proc:
                     for i in _SOCKET_IFACE_ELIDED.finditer(m.group("rest")):
                         self._push("socket_ifaces", i.group("iface"))
                         found = True
-                if found:
+                if found or _SOCKET_IFACE_REDACTED.search(m.group("rest")):
                     self._weak(Transport.SOCKET, seq)
                 self._take_ips(msg)
         elif msg.startswith("NET/"):

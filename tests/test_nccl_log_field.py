@@ -1447,6 +1447,12 @@ def test_doc_excerpts_with_elided_or_starred_values(tmp_path):
     code, d = check(tmp_path, ["NCCL INFO Failed to open libibverbs.so[.1]",
                                "NCCL INFO NET/Socket : Using [0]ens5 ... [1]roce0 ..."])
     assert d["transport"] == "socket" and d["ranks"][0]["socket_ifaces"] == ["ens5", "roce0"]
+    # a DGX Spark pair's README, its interface and address put as placeholders: sockets
+    # chosen after IB failed, on an interface the paste does not name
+    code, d = check(tmp_path, ["NCCL INFO NET/IB : No device found.",
+                               "NCCL INFO Failed to initialize NET plugin IB",
+                               "NCCL INFO NET/Socket : Using [0]<lan-if>:<head-ip><0>"])
+    assert d["transport"] == "socket" and d["ranks"][0]["socket_ifaces"] == [], d["summary"]
     code, d = check(tmp_path, [L.info("ip-10-20-3-77", 41, 0, "NET/OFI Forcing AWS OFI ndev 4"),
                                L.info("ip-10-20-3-77", 41, 0, "NET/OFI Selected Provider is efa*")])
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
