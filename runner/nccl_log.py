@@ -1112,8 +1112,8 @@ class _Proc:
     """
 
     __slots__ = (
-        "host", "pid", "real", "dev", "dev_warn", "devs", "sources", "rank", "nranks", "rank_hint", "nnodes",
-        "ring_ranks",
+        "host", "pid", "real", "dev", "dev_warn", "devs", "sources", "rank", "nranks", "rank_hint",
+        "nnodes", "ring_ranks",
         "ranks_seen", "ips", "nets", "via_nets", "net_channels", "gdrdma", "provider",
         "provider_seq", "ofi_fabric", "nics", "named_providers", "ib_devices", "ib_no_device",
         "socket_ifaces", "nccl_version", "library", "plugin", "plugin_api", "plugin_version",
