@@ -532,6 +532,9 @@ _SETUP_WARN = re.compile(
     r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
     r"initialization failed|"
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
+# IB's async thread's WARN of an event, in NCCL <= 2.22's words (`Got async event : port
+# error`) and NCCL >= 2.23's for the events it calls non-fatal (`Got async error event: ...`)
+_IB_ASYNC_EVENT = r"Got async (?:error )?event ?: ?"
 # ... and errors of a link in use: a request that completed with an error. NCCL does not retry
 # it (the communicator's operations fail), so after Init COMPLETE the job failed on its link,
 # also where the paste ends before the chain (nccl#733, error 12 at 3+ nodes, cut mid-word;
@@ -545,7 +548,7 @@ _LINK_ERROR = re.compile(
     # `NET/Socket : peer 192.168.161.30<59210> message truncated : receiving 1048576 bytes
     # instead of 65536`, no peer named before NCCL 2.8; not the bootstrap's `Message
     # truncated : received ...`)
-    r"NET/Socket : (?:peer \S+ )?message truncated|"
+    r"NET/Socket : (?:peer \S+ )?message truncated|" +
     # (IB's async thread, which runs once IB opened its devices: an error on a work queue
     # or a completion queue, which exist and carry requests only once a connection is up,
     # a RoCE CX7 job's AllReduce, nccl#1710; a port that went down or a device that failed,
@@ -554,8 +557,8 @@ _LINK_ERROR = re.compile(
     # fatal event on QP (0x...): ...`, `async fatal event: ...`, `Got async error event:
     # port error`. Where the paste shows init still under way, link_failure keeps them a
     # failed init; the events that change nothing are _PROBE_WARN's.)
-    r"Got async (?:error )?event ?: ?(?:[\w ]*work queue (?:catastrophic )?error|CQ error|"
-    r"port error|local catastrophic error)|async fatal event(?: on (?:QP|CQ)\b|:)|"
+    _IB_ASYNC_EVENT + r"(?:[\w ]*work queue (?:catastrophic )?error|CQ error|port error|"
+    r"local catastrophic error)|async fatal event(?: on (?:QP|CQ)\b|:)|"
     r"ibv_get_async_event failed|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
@@ -587,18 +590,18 @@ _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # subnet manager's `client reregistration` on a running node
                          # (DeepSpeed#3272), `GID table change` (a vLLM TP=4 pod); NCCL
                          # itself calls them non-fatal; SRQs it does not use)
-                         r"^NET/IB\w* ?: ?(?:\S+:\d+ )?(?:Got async (?:error )?event ?: ?"
+                         r"^NET/IB\w* ?: ?(?:\S+:\d+ )?(?:" + _IB_ASYNC_EVENT +
                          r"(?:GID table change|client reregistration|port active|LID change|"
                          r"P_Key change|SM change|path migration successful|send queue "
                          r"drained|last WQE reached|SRQ limit reached|communication "
                          r"established)|async fatal event on SRQ)|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
-                         r"^Failed to open libibverbs|"
+                         r"^Failed to open libibverbs|" +
                          # (IB's init skips a device it cannot open and goes on with the
                          # others: `No device found` follows where none opened; nccl#2428's
                          # eRDMA job ran on erdma_0 after `Unable to open device erdma_1`)
-                         r"^NET/IB\w* ?: ?Unable to open device\b|"
+                         _IB_OPEN_FAILED.pattern + "|"
                          # (a stray connection, an HTTP scrape on NCCL's port: closed, and
                          # the accept goes on; nccl#1808, nccl#1871)
                          r"^socketFinalizeAccept: wrong magic|"
