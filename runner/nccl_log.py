@@ -638,6 +638,8 @@ _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
 _PROXY_ECHO = re.compile(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
+# ... and, after a fault within the node, the proxy's sockets to the node's ranks closing
+_LOCAL_ECHO = re.compile(_PROXY_ECHO.pattern + r"|socketProgress|closed by remote peer")
 # The transports within a node (a WARN's source, a chain's link), and transport.cc, which
 # passes any transport's error on
 _LOCAL_FILE = re.compile(r"(?:^|/)(?:shm\.h|shmutils\.cc|transport/(?:shm|p2p|nvls)\.c[cu]?)$")
@@ -1519,6 +1521,14 @@ class _Proc:
         if _PROBE_WARN.match(msg):
             if msg.startswith("Failed to open libibverbs"):
                 self.socket_is_choice = True
+            return
+        if 0 <= self.local_seq >= max(self.err_seq, self.warn_seq, self.complete_seq) \
+                and _LOCAL_ECHO.search(msg):
+            # shared memory or P2P setup failed in the proxy's service thread, which then
+            # fails the operation and closes its sockets to this host's ranks: echoes of the
+            # fault within the node, no network's error (rccl#908's `hipIpcGetMemHandle
+            # failed`, then `[Proxy Service 1] Failed to execute operation Setup`,
+            # `socketProgress: Connection closed by remote peer <its own host>`)
             return
         if msg.startswith(_COLLNET_FALLBACK):
             # `Cannot initialize CollNet, using point-to-point network instead`: the SHARP

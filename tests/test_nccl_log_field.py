@@ -1147,6 +1147,38 @@ def test_a_gpu_to_gpu_setup_failure_on_one_node_is_no_network_failure(tmp_path, 
         assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
+@pytest.mark.parametrize("p2p_failed", [True, False])
+def test_the_proxys_sockets_closing_after_a_p2p_failure_are_its_echo(tmp_path, p2p_failed):
+    # ROCm/rccl#908 (RCCL's own gtest on one MI210 box, NCCL_DEBUG=WARN: no network line):
+    # hipIpcGetMemHandle fails in the proxy's service thread, which fails the Setup operation
+    # and closes its sockets to the process's other GPU (`socketProgress: Connection closed
+    # by remote peer sharbox-ultra<48295>`, its own host). Init failed within the node: none,
+    # not a failed network. The same socket WARNs with no fault before them stay a failure.
+    h, pid = "sharbox-ultra", 204802
+    src = "/home/u/rccl/build/release/hipify/src/"
+    lines = []
+    for d in (1, 0):
+        if p2p_failed:
+            lines += L.warn(h, pid, d, "hipIpcGetMemHandle failed : invalid argument",
+                            where=src + "transport/p2p.cc:220")
+            lines += L.warn(h, pid, d, "Cuda failure 'invalid argument'",
+                            where=src + "transport/p2p.cc:222")
+        lines += L.warn(h, pid, d, f"[Proxy Service {d}] Failed to execute operation Setup from "
+                        f"rank {d}, retcode 1", where=src + "proxy.cc:1524")
+    for d, port in ((1, 48295), (0, 35867)):
+        lines += L.warn(h, pid, d, f"socketProgress: Connection closed by remote peer {h}<{port}>",
+                        where=src + "misc/socket.cc:57")
+        lines += L.warn(h, pid, d, "Socket recv failed while polling for opId=0x7fe95066b760",
+                        where=src + "proxy.cc:1148")
+    code, d = check(tmp_path, ["RCCL version 2.18.3+hip5.5 develop:6ecf771+", *lines])
+    if p2p_failed:
+        assert (d["transport"], d["attempted"]) == ("none", None), d["summary"]
+        assert "init-failed-in-node" in [w["code"] for w in d["warnings"]]
+        assert "invalid argument" in d["ranks"][0]["local_failure"]
+    else:
+        assert d["transport"] == "failed" and code == 1, d["summary"]
+
+
 def test_init_itself_failing_after_the_choice(tmp_path):
     # NVIDIA/nccl#1029 (pdsh prefixes): IBext chosen, then init.cc's own WARN says CUDA
     # failed, with no chain after it. Advice that init.cc prints is no failure.
