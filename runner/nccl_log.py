@@ -549,6 +549,10 @@ _LINK_ERROR = re.compile(
     # instead of 65536`, no peer named before NCCL 2.8; not the bootstrap's `Message
     # truncated : received ...`)
     r"NET/Socket : (?:peer \S+ )?message truncated|" +
+    # (... and its test of a request, which only sends and receives on a connection that
+    # is up: `NET/Socket : socket progress error`, after `Net : Call to recv from <peer>
+    # failed : Connection timed out` in nccl#706's 32-pod job, hung after training steps)
+    r"NET/Socket : socket progress error|" +
     # (IB's async thread, which runs once IB opened its devices: an error on a work queue
     # or a completion queue, which exist and carry requests only once a connection is up,
     # a RoCE CX7 job's AllReduce, nccl#1710; a port that went down or a device that failed,
@@ -1253,6 +1257,15 @@ class _Proc:
             # its part completed (or carried data): place that after what we read, since
             # the two parts' line numbers cannot be compared
             self.complete_seq = self.lines
+        if other.link_seq >= 0 and self.link_seq < 0 and other.err_msg and not (
+                other.err_kind is Transport.SOCKET and self.err_kind in (Transport.IB,
+                                                                        Transport.OFI)):
+            # its part holds a running link's error and ours none: that error follows ours,
+            # as _take_warn would have taken it (nccl#706: `Net : Call to recv ... failed`,
+            # then the socket transport's `socket progress error` under a prefix cut to
+            # `[15]23:83:2526`)
+            self.link_seq = self.err_seq = max(self.err_seq, 0)
+            self.err_msg, self.err_kind = other.err_msg, other.err_kind or self.err_kind
 
     # -- one message (the text after "NCCL INFO " / "NCCL WARN ") ---------------------------
     def take(self, level: str, msg: str) -> None:

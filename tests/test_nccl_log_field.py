@@ -1260,10 +1260,14 @@ def test_the_socket_helpers_warns_name_no_transport(tmp_path):
     code, d = check(tmp_path, probe + L.warn("b71c0f2e9a14", 4411, 0, "Failed to open "
                                               "libibverbs.so[.1]", where="misc/ibvwrap.cu:61"))
     assert d["transport"] == "none" and code == 0, d["summary"]
-    # the socket transport's own WARN (net_socket.cc) still names it
+    # the socket transport's own WARN (net_socket.cc) still names it: failing init, or a
+    # request on a link that was up (its `socket progress error`, nccl#706)
+    code, d = check(tmp_path, L.warn("gpu-r12", 9041, 6, "NET/Socket : unable to allocate "
+                                     "requests", where="transport/net_socket.cc:302"))
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
     code, d = check(tmp_path, L.warn("gpu-r12", 9041, 6, "NET/Socket : socket progress error",
                                      where="transport/net_socket.cc:414"))
-    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
+    assert d["transport"] == "socket" and d["ranks"][0]["link_error"], d["summary"]
 
 
 def test_a_plugins_socket_error_under_the_ucx_plugin_is_ib(tmp_path):
@@ -1712,6 +1716,29 @@ def test_the_socket_transports_truncated_message_is_a_running_link_s_error(tmp_p
                                                          "init.cc:1398 -> 3")]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed" and d["ranks"][0]["link_error"] is None, d["summary"]
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_the_socket_transports_progress_error_is_a_running_link_s_error(tmp_path, cut):
+    # nccl#706 (NCCL 2.12.12, 32 Kubernetes pods, hung "after multiple training steps"): the
+    # socket helper's recv timed out, then net_socket.cc's test of a request, which runs only
+    # on a connection that is up, failed, passed up to `[Proxy Thread]`: the job ran on
+    # sockets. The paste glued horovodrun's `[15]` to a prefix cut to `23:83:2526` on the
+    # second WARN (`cut`): the same process's error still.
+    h, pid = "worker-23", 83
+    second = L.warn(h, pid, 0, "NET/Socket : socket progress error",
+                    where="transport/net_socket.cc:219")
+    if cut:
+        second[1] = second[1].replace(f"{h}:", "23:", 1)
+    lines = [*L.warn(h, pid, 0, "Net : Call to recv from 100.96.188.199<41468> failed : "
+                     "Connection timed out", where="misc/socket.cc:503"),
+             L.info(h, pid, 0, "misc/socket.cc:520 -> 2"), *second,
+             *[L.info(h, pid, 0, m) for m in ("include/net.h:32 -> 2", "transport/net.cc:870 -> 2",
+                                               "proxy.cc:494 -> 2", "proxy.cc:614 -> 2 [Proxy Thread]")]]
+    code, d = check(tmp_path, ["[15]" + x if x else x for x in lines])
+    assert d["transport"] == "socket" and len(d["ranks"]) == 1, d["summary"]
+    assert "socket progress error" in d["ranks"][0]["link_error"]
+    assert "link-failed" in [w["code"] for w in d["warnings"]]
 
 
 def test_sockets_after_an_hca_that_could_not_be_opened_are_an_ib_fallback(tmp_path):
