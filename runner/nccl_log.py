@@ -648,6 +648,10 @@ _LOCAL_ECHO = re.compile(_PROXY_ECHO.pattern + r"|socketProgress|closed by remot
 # passes any transport's error on
 _LOCAL_FILE = re.compile(r"(?:^|/)(?:shm\.h|shmutils\.cc|transport/(?:shm|p2p|nvls)\.c[cu]?)$")
 _GENERIC_TRANSPORT_FILE = re.compile(r"(?:^|/)transport\.c[cu]?$")
+# The transports' connection setup (ncclTransportP2pSetup, and NCCL >= 2.22's connecting at
+# the first collective through transport/generic.cc): an error passed up here was setting a
+# connection up, not moving data on one that was up
+_CONNECT_FILE = re.compile(r"(?:^|/)transport(?:/generic)?\.c[cu]?$")
 _BOOTSTRAP_FILE = re.compile(r"(?:^|/)bootstrap\.c[cu]?$")
 _RING_ORDER = re.compile(r"^(?:Channel \d+(?:/\d+)?|Ring \d+) :(?P<ranks>(?: +\d+)+) *$")
 _NO_DEVICE_ONLY = "NET/IB : No device found, and no other network"
@@ -1132,6 +1136,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
+        "conn_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1204,6 +1209,7 @@ class _Proc:
         self.socket_is_choice = False
         self.local_seq = -1  # last WARN or chain link of a transport within a node (shm, p2p)
         self.link_seq = -1  # last WARN that a request failed on a working link
+        self.conn_seq = -1  # last error chain link through the transports' connection setup
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
 
     def copy(self) -> "_Proc":
@@ -1368,6 +1374,12 @@ class _Proc:
                 # up, and NCCL goes on with its own IB or sockets (a committed sglang log)
                 self.plugin_failed = f"net plugin init returned an error ({msg[:120]})"
                 self.plugin_failed_seq = seq
+            if m and m.group("code") != "0" and _CONNECT_FILE.search(m.group("file")) \
+                    and "[" not in m.group("rest"):
+                # (not NCCL <= 2.11's proxy thread, which ran in transport.cc: `transport.cc:163
+                # -> 3 [Proxy Thread]` passes up a running link's error, tensorflow#34375; a
+                # paste may cut the marker to its `[`, nccl-tests#24)
+                self.conn_seq = seq
             if m and m.group("code") != "0":
                 # (the proxy's progress thread returning an error fails the communicator's
                 # operations: `proxy.cc:878 -> 6 [Progress Thread]`, `[Proxy Thread]` before
@@ -1880,6 +1892,11 @@ class _Proc:
             link = self.err_seq
         else:
             link = self.link_seq
+        if self.conn_seq > link:
+            # the request failed while the connection was being set up (aws-ofi-nccl's
+            # connection manager, `cm_req_handle_error_entry ... completed with error ...
+            # handshake failed`, then `transport.cc:198 -> 6`): no link was up yet
+            return None
         if 0 <= self.complete_seq < link or (
                 self.complete_seq < 0 and self.nranks is None and self.init_chain_seq < link):
             return self.err_msg

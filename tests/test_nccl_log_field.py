@@ -1679,6 +1679,39 @@ def test_a_link_that_breaks_at_the_first_collective_is_a_link_error(tmp_path, th
     assert not any(r["failed_after_init"] for r in d["ranks"])
 
 
+@pytest.mark.parametrize("old_proxy", [False, True])
+def test_a_request_that_failed_while_its_connection_was_set_up_fails_the_job(tmp_path,
+                                                                           old_proxy):
+    # An EKS pod (NCCL 2.27.3, aws-ofi-nccl on EFA), DeepSpeed's first broadcast: channels
+    # over NET/Libfabric, then the plugin's connection manager's request `completed with
+    # error ... Unresponsive receiver (reachable by EFA device but handshake failed)`, passed
+    # up through transport.cc (ncclTransportP2pSetup) and generic.cc: the connection was
+    # never up, so OFI was chosen and failed, as a socket connection that fails at the first
+    # collective does (nccl#2057). NCCL <= 2.11 ran its proxy thread in transport.cc: there
+    # `transport.cc:163 -> 2 [Proxy Thread]` passes up a running link's error (nccl-tests#24).
+    h, pid = "llama-3-8b-node-0-0", 194
+    lines = [L.info(h, pid, 0, f"Channel 0{c}/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
+                    tid=712) for c in (0, 1)]
+    lines += L.warn(h, pid, 0, "NET/OFI Request 0x7f456c222f60 completed with error. RC: 103. "
+                    "Error: 4126 (Unresponsive receiver (reachable by EFA device but handshake "
+                    "failed) My EFA addr: fi_addr_efa://[fe80::c55:2eff:fe44:db5]:0:1). "
+                    "Completed length: 0", where="cm_req_handle_error_entry:46")
+    if old_proxy:
+        chain = ["include/net.h:34 -> 2", "transport/net.cu:478 -> 2",
+                 "transport.cu:163 -> 2 [Proxy Thread]"]
+    else:
+        chain = ["transport/net.cc:753 -> 6", "transport.cc:198 -> 6",
+                 "transport/generic.cc:19 -> 6", "group.cc:146 -> 6",
+                 "group.cc:73 -> 6 [Async thread]"]
+    code, d = check(tmp_path, lines + [L.info(h, pid, 0, m, tid=712) for m in chain])
+    if old_proxy:
+        assert d["transport"] == "ofi" and d["ranks"][0]["link_error"], d["summary"]
+    else:
+        assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "efa"), \
+            d["summary"]
+        assert d["ranks"][0]["link_error"] is None and code == 1
+
+
 def test_a_socket_error_whose_chain_a_paste_cut_is_the_progress_threads_like_the_last(tmp_path):
     # LlamaFactory#6849: a pod's recv on a link of the socket transport failed, mid-run; the
     # paste holds its chains through net_socket.cc to `[Progress Thread]`, and ends with one
