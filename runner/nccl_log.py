@@ -3046,15 +3046,21 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
         for small in group:
             cands = [by_host[s] for s in _suffixes(small.host) if s in by_host]
             cands += ends.get(small.host, ())
+            named = [g for g in group if g.host]
             if not small.host:  # the whole host cut (`:40068:40068 [0] ...`): the one
-                named = [g for g in group if g.host]  # process of that pid that has one
-                cands += named if len(named) == 1 else ()
+                cands += named if len(named) == 1 else ()  # process of that pid that has one
+            elif len(named) == 1 and "" in by_host:
+                # ... and the other way round, where the cut lines are most of them (a host
+                # redacted as `NAME ` with a blank, then once as `NAME`: nccl-tests#217)
+                cands.append(by_host[""])
             owners = [g for g in cands if (g.lines > small.lines or g.lines == small.lines and (
                           _CUT_NUMBER_HEAD.fullmatch(small.host[:-len(g.host)] or "x")))
                       and id(g) not in gone and not apart(small, g)]
             if owners:
                 owner = min(owners, key=lambda g: order[id(g)])
-                folded.setdefault(id(owner), owner.copy()).absorb(small)
+                into = folded.setdefault(id(owner), owner.copy())
+                into.absorb(small)
+                into.host = into.host or small.host
                 gone.add(id(small))
     out = []
     for p in procs:

@@ -585,6 +585,11 @@ def test_splice_fragments_are_folded_into_their_process():
     other = L.info("nid001001", 40017, 1, "Using network AWS Libfabric")
     v = analyse([*own, other, ":40017:40017 [1] NCCL INFO NET/OFI Selected Provider is cxi"])
     assert ("", 40017) in [(r.host, r.pid) for r in v.ranks]
+    # ... and the other way round: most of a process's lines cut whole (a host redacted as
+    # `NAME ` with a blank, nccl-tests#217), one with its host: one process, on that host
+    cut = [x.replace(h, "NAME ", 1) for x in own[:3]]
+    v = analyse([*cut, L.info("NAME", 40000, 0, "misc/socket.cc:428 -> 6")])
+    assert [(r.host, r.pid, r.transport.value) for r in v.ranks] == [("NAME", 40000, "ofi")]
     # a spliced head `...IP` + host: the made-up host's address is one its machine has,
     # though not the one its own process printed
     v = analyse([*own, L.info(h, 40000, 0, "NET/Socket : Using [0]hsn1:10.250.0.1<0>"),
