@@ -1289,6 +1289,13 @@ class _Proc:
             msg = msg.rstrip("| \t")
             if not msg:
                 return
+        elif msg[-1] == "`" and msg.count("`") == 1:
+            # a line quoted as markdown code (`` - `misc/ibvwrap.cc:203 NCCL WARN Call to
+            # ibv_create_cq failed with error Cannot allocate memory` ``): the closing
+            # backtick is no part of the message
+            msg = msg[:-1].rstrip()
+            if not msg:
+                return
         if msg[0] == "[" and msg.startswith("[Rank "):  # NCCL >= 2.28: `[Rank 5] ncclComm...`
             m = _RANK_TAG.match(msg)
             if m:

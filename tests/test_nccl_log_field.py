@@ -1824,6 +1824,16 @@ def test_a_backtick_before_the_prefix_is_no_part_of_the_host(tmp_path):
     assert d["nodes"] == 3
 
 
+def test_the_closing_backtick_of_a_quoted_line_is_no_part_of_its_message(tmp_path):
+    # Russian KubeRay notes (round 36): `` - `misc/ibvwrap.cc:203 NCCL WARN Call to
+    # ibv_create_cq failed with error Cannot allocate memory` ``, the host cut by the author
+    warn = "Call to ibv_create_cq failed with error Cannot allocate memory"
+    code, d = check(tmp_path, [f"- `misc/ibvwrap.cc:203 NCCL WARN {warn}`",
+                               "- `RuntimeError: NCCL error: unhandled system error`"])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+    assert d["ranks"][0]["failure"] == warn and d["ranks"][0]["nccl_warnings"] == [warn]
+
+
 @pytest.mark.parametrize("mark", ["*", "**"])
 def test_markdown_emphasis_around_a_line_is_no_part_of_the_host(tmp_path, mark):
     # an AWS EFA tutorial's copy: `   *ip-192-168-2-54:14:14 [0] NCCL INFO NET/OFI Selected
