@@ -1136,7 +1136,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
-        "conn_seq",
+        "conn_seq", "comm_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1210,6 +1210,7 @@ class _Proc:
         self.local_seq = -1  # last WARN or chain link of a transport within a node (shm, p2p)
         self.link_seq = -1  # last WARN that a request failed on a working link
         self.conn_seq = -1  # last error chain link through the transports' connection setup
+        self.comm_seq = -1  # first communicator line of its init (not of its abort)
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
 
     def copy(self) -> "_Proc":
@@ -1370,6 +1371,8 @@ class _Proc:
             m = _OLD_RANK.match(msg)
             if m:
                 self._rank(int(m.group("rank")), int(m.group("nranks")))
+                if self.comm_seq < 0:
+                    self.comm_seq = seq
         if " -> " in msg:
             m = _CHAIN.match(msg)
             if m and m.group("code") != "0" and self.provider_seq >= 0 \
@@ -1750,6 +1753,8 @@ class _Proc:
         if not m:
             return
         self._rank(int(m.group("rank")), int(m.group("nranks")))
+        if self.comm_seq < 0 and not msg.endswith(("Abort COMPLETE", "Destroy COMPLETE")):
+            self.comm_seq = seq
         n = _NNODES.search(msg)
         if n:
             self.nnodes = max(self.nnodes or 0, int(n.group("n")))
@@ -1874,8 +1879,9 @@ class _Proc:
         """The error of a link that was up, where it is this process's first error: a
         request that completed with an error (`NET/IB : Got completion from peer ... error
         12`, `NET/OFI Request ... completed with error`), after Init COMPLETE, or with no
-        Init COMPLETE in the paste, no communicator line (that init was under way) and
-        nothing passed up to init (the progress thread's chain, or none: a paste of the
+        Init COMPLETE in the paste, no communicator line before it (that init was under
+        way; an aborted communicator's `comm ... - Abort COMPLETE` after it says nothing of
+        init, a 2-node socket job whose peer died) and nothing passed up to init (the progress thread's chain, or none: a paste of the
         WARNs). The job chose that network and ran on it, then broke (nccl#733, nccl#1405,
         sglang#4857, DeepSpeed#6875, a cxi VNI mismatch): the rank's transport is what it
         used, and a warning says how it broke, since the issue's `failed` is a transport
@@ -1905,7 +1911,8 @@ class _Proc:
             # handshake failed`, then `transport.cc:198 -> 6`): no link was up yet
             return None
         if 0 <= self.complete_seq < link or (
-                self.complete_seq < 0 and self.nranks is None and self.init_chain_seq < link):
+                self.complete_seq < 0 and not 0 <= self.comm_seq < link
+                and self.init_chain_seq < link):
             return self.err_msg
         return None
 

@@ -1679,6 +1679,32 @@ def test_a_link_that_breaks_at_the_first_collective_is_a_link_error(tmp_path, th
     assert not any(r["failed_after_init"] for r in d["ranks"])
 
 
+@pytest.mark.parametrize("comm_before", [False, True])
+def test_an_aborted_communicators_line_says_nothing_of_init(tmp_path, comm_before):
+    # A committed 2-node job (round 36, NCCL 2.20.5): rank 0's host died; on gpu-node2 the
+    # socket transport's receive failed, passed up to `[Progress Thread]`, and the
+    # communicator was aborted, `comm ... rank 1 nranks 2 ... - Abort COMPLETE`. That line
+    # comes after the error: no sign that init was under way, so the link that broke was up.
+    # A communicator line before the error, with no Init COMPLETE, is init under way.
+    h, pid = "gpu-node2", 2985003
+    err = L.warn(h, pid, 0, "socketProgress: Connection closed by remote peer gpu-node1.int<45074>",
+                 where="misc/socket.cc:50")
+    err += [L.info(h, pid, 0, m, tid=pid + 21) for m in (
+        "misc/socket.cc:752 -> 6", "transport/net_socket.cc:474 -> 6",
+        "transport/net.cc:1298 -> 6", "proxy.cc:694 -> 6", "proxy.cc:874 -> 6 [Progress Thread]")]
+    comm = "comm 0x8e01d00 rank 1 nranks 2 cudaDev 0 busId 100000"
+    lines = [L.info(h, pid, 0, "Using network Socket")]
+    if comm_before:
+        lines.append(L.info(h, pid, 0, f"ncclCommInitRank {comm} - Init START"))
+    lines += err + [L.info(h, pid, 0, f"{comm} - Abort COMPLETE", tid=pid + 13)]
+    code, d = check(tmp_path, lines)
+    if comm_before:
+        assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
+    else:
+        assert d["transport"] == "socket" and code == 0, d["summary"]
+        assert "Connection closed" in d["ranks"][0]["link_error"]
+
+
 @pytest.mark.parametrize("old_proxy", [False, True])
 def test_a_request_that_failed_while_its_connection_was_set_up_fails_the_job(tmp_path,
                                                                            old_proxy):
