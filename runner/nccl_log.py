@@ -586,6 +586,7 @@ _OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>E
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
 # libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
 _COLLNET_FALLBACK = "Cannot initialize CollNet"
+_DUPLICATE_GPU = "Duplicate GPU detected"
 # IB's init skipping a device it cannot open (a probe WARN, below); which device, where no
 # other then opened (see _Judge._fabric)
 _IB_OPEN_FAILED = re.compile(r"^NET/IB\w* ?: ?Unable to open device ([\w.\-]+)")
@@ -1565,6 +1566,10 @@ class _Proc:
             # failed`, then `[Proxy Service 1] Failed to execute operation Setup`,
             # `socketProgress: Connection closed by remote peer <its own host>`)
             return
+        if msg.startswith(_DUPLICATE_GPU):
+            # two ranks of one host on one GPU (init.cc's check, ncclInvalidUsage): a fault
+            # within the node, whatever network was chosen (horovod#3929, pytorch#47885)
+            self.local_seq = seq
         if msg.startswith(_COLLNET_FALLBACK):
             # `Cannot initialize CollNet, using point-to-point network instead`: the SHARP
             # errors and the chain before it were CollNet's; init goes on (nccl#1050)
@@ -3718,11 +3723,17 @@ class _Judge:
                       f"({gave_up[0].plugin_failed}); {then}")
         in_node = [r for r in ranks if r.local_failure]
         if in_node:
+            why = in_node[0].local_failure
             self.warn("init-failed-in-node",
                       f"NCCL init failed within a node on {_frac(len(in_node), total)} ranks "
-                      f"({in_node[0].local_failure}): shared memory, P2P or NVLS setup, not "
-                      "the network (in a container, a /dev/shm too small is the usual cause: "
-                      "docker --shm-size, a larger emptyDir medium Memory)")
+                      f"({why}): " + (
+                          "two ranks on one GPU, not the network (each process must select "
+                          "its own device: torch.cuda.set_device(local_rank), or one "
+                          "CUDA_VISIBLE_DEVICES entry per task)" if why.startswith(
+                              _DUPLICATE_GPU) else
+                          "shared memory, P2P or NVLS setup, not the network (in a container, "
+                          "a /dev/shm too small is the usual cause: docker --shm-size, a "
+                          "larger emptyDir medium Memory)"))
         if a._binary_sources:
             self.warn("binary-input",
                       f"stopped reading binary data in {', '.join(a._binary_sources)}")

@@ -1147,6 +1147,35 @@ def test_a_gpu_to_gpu_setup_failure_on_one_node_is_no_network_failure(tmp_path, 
         assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
+@pytest.mark.parametrize("nnodes", [None, 2])
+def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes):
+    # pytorch#47885 (NCCL 2.7.8, two TITAN Xp in one box) and horovod#3929: init.cc's
+    # `Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 83000` (NCCL finds it
+    # among the ranks of one host; ncclInvalidUsage), after `Using network Socket`. No
+    # network failed: none, and the warning says what to fix. Where the job crossed nodes
+    # (nNodes 2), init failed while the network it chose was being set up, as for shm.
+    h = "frodo"
+    streams = []
+    for r, pid in enumerate((33631, 33793)):
+        s = [L.info(h, pid, r, m) for m in ("NET/IB : No device found.",
+                                            "NET/Socket : Using [0]eno1:134.58.47.35<0>",
+                                            "Using network Socket")]
+        if nnodes:
+            s.append(L.info(h, pid, r, f"comm 0x7f{r} rank {r} nRanks 4 nNodes {nnodes} "
+                                       f"localRanks 2 localRank {r} MNNVL 0"))
+        streams.append(s)
+    streams[1] += L.warn(h, 33793, 1, "Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
+                         "device 83000", where="init.cc:573")
+    streams[1] += [L.info(h, 33793, 1, "init.cc:840 -> 5")]
+    code, d = check(tmp_path, streams[0] + streams[1])
+    if nnodes is None:
+        assert d["transport"] == "none" and d["attempted"] is None, d["summary"]
+        [w] = [w["message"] for w in d["warnings"] if w["code"] == "init-failed-in-node"]
+        assert "two ranks on one GPU" in w and "set_device" in w and "shm" not in w
+    else:
+        assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
+
+
 @pytest.mark.parametrize("p2p_failed", [True, False])
 def test_the_proxys_sockets_closing_after_a_p2p_failure_are_its_echo(tmp_path, p2p_failed):
     # ROCm/rccl#908 (RCCL's own gtest on one MI210 box, NCCL_DEBUG=WARN: no network line):
