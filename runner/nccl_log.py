@@ -644,7 +644,10 @@ _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 _PROXY_ECHO = re.compile(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
 # ... and, after a fault within the node, the proxy's sockets to the node's ranks closing
-_LOCAL_ECHO = re.compile(_PROXY_ECHO.pattern + r"|socketProgress|closed by remote peer")
+# (and a rank's own proxy client, to the proxy of the rank whose setup failed)
+_LOCAL_ECHO = re.compile(
+    _PROXY_ECHO.pattern + r"|socketProgress|closed by remote peer|ncclProxyClient|"
+    r"\[Service thread\]")
 # The transports within a node (a WARN's source, a chain's link), and transport.cc, which
 # passes any transport's error on
 _LOCAL_FILE = re.compile(r"(?:^|/)(?:shm\.h|shmutils\.cc|transport/(?:shm|p2p|nvls)\.c[cu]?)$")
@@ -3217,6 +3220,16 @@ class _Judge:
             reports = [replace(r, transport=Transport.NONE)
                        if r.transport in (Transport.OFI, Transport.IB, Transport.SOCKET)
                        and not r.net_channels else r for r in reports]
+            # ... and those whose only failure was the echo of it, over the proxy's sockets
+            # to the rank that failed, naming no network (a torchrun job that Slurm put on
+            # one node: P2P's `invalid device ordinal` on one rank, `ncclProxyClientGetFd
+            # call to tpRank 4 ... failed` and `socketProgress: Connection closed by remote
+            # peer <the same host>` on another)
+            reports = [replace(r, transport=Transport.NONE, selected=Transport.NONE,
+                               failure=None, failed_after_init=False)
+                       if r.transport is Transport.FAILED and r.attempted is None
+                       and not r.net_channels and r.failure and _LOCAL_ECHO.search(r.failure)
+                       else r for r in reports]
         self.ranks = tuple(sorted(
             reports,
             key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,

@@ -1176,6 +1176,29 @@ def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes):
         assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
 
 
+def test_a_ranks_proxy_client_failing_after_anothers_p2p_fault_is_its_echo(tmp_path):
+    # A torchrun job that Slurm put on one node (round 36): P2P's `Cuda failure 101 'invalid
+    # device ordinal'` on one rank; on another, its proxy client's sockets to that rank's
+    # proxy closed (`socketProgress: Connection closed by remote peer gpu002.cm.cluster`,
+    # `ncclProxyClientGetFd call to tpRank 4 ... failed : 6`). No network failed: none.
+    h = "gpu002"
+    lines = L.warn(h, 704798, 0, "Cuda failure 101 'invalid device ordinal'",
+                   where="transport/p2p.cc:275")
+    lines += L.warn(h, 704798, 0, "[Service thread] Accept failed Resource temporarily "
+                    "unavailable", where="proxy.cc:1632")
+    lines += L.warn(h, 704800, 1, "socketProgress: Connection closed by remote peer "
+                    "gpu002.cm.cluster<44189>", where="misc/socket.cc:72")
+    lines += L.warn(h, 704800, 1, "ncclProxyClientGetFd call to tpRank 4 handle 0x15518002cbb0 "
+                    "failed : 6", where="proxy.cc:1208")
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], code) == ("none", 0), d["summary"]
+    assert not any(r["failure"] for r in d["ranks"])
+    assert "invalid device ordinal" in d["summary"]
+    # the same echo with no fault within the node is still the job's failure
+    code, d = check(tmp_path, lines[4:])
+    assert d["transport"] == "failed" and code == 1, d["summary"]
+
+
 @pytest.mark.parametrize("p2p_failed", [True, False])
 def test_the_proxys_sockets_closing_after_a_p2p_failure_are_its_echo(tmp_path, p2p_failed):
     # ROCm/rccl#908 (RCCL's own gtest on one MI210 box, NCCL_DEBUG=WARN: no network line):
