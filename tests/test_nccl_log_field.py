@@ -1147,6 +1147,25 @@ def test_a_gpu_to_gpu_setup_failure_on_one_node_is_no_network_failure(tmp_path, 
         assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
+def test_connect_retries_are_nccl_lines_of_their_process(tmp_path):
+    # A Ray job on three pods (round 36), stuck: each rank's `NCCL INFO socketPollConnect:
+    # connect returned Connection refused, retrying (30/34) after sleep for 3000 msec`
+    # under Ray's `(worker3, rank=3, ...)` prefix, and nothing else of NCCL's. No network
+    # was chosen; but these are NCCL's lines, from three hosts: not "NCCL_DEBUG=INFO not
+    # set". (NCCL <= 2.18 words it `Call to connect returned Connection refused, retrying`.)
+    lines = []
+    for n, (h, pid) in enumerate((("test-2296-3", 16728), ("test-2296-2", 18759),
+                                  ("test-2296-1", 18357))):
+        lines.append(f"(worker{n + 1}, rank={n + 1}, pid={pid - 300}, ip=10.105.0.{n + 4}) "
+                     + L.info(h, pid, 0, "socketPollConnect: connect returned Connection "
+                              "refused, retrying (30/34) after sleep for 3000 msec", tid=pid + 65))
+    lines.append(L.info("lrdn1629", 236813, 0, "Call to connect returned Connection refused, "
+                        "retrying", tid=236852))
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["nodes"] == 4 and d["nccl_lines"] == 4, d["summary"]
+    assert "NCCL_DEBUG" not in d["summary"] and "spans 4 nodes" in d["summary"]
+
+
 @pytest.mark.parametrize("nnodes", [None, 2])
 def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes):
     # pytorch#47885 (NCCL 2.7.8, two TITAN Xp in one box) and horovod#3929: init.cc's
