@@ -3621,7 +3621,8 @@ class _Judge:
                     if forced else _in_words_of(library, kind.fallback_hint)
                     + (self._ib_hca_note() if kind.verbs_devices else ""))
             self.warn("socket-fallback",
-                      f"NCCL fell back to TCP sockets (Socket/{ifaces}) on "
+                      f"NCCL {'ran on' if forced else 'fell back to'} TCP sockets "
+                      f"(Socket/{ifaces}) on "
                       f"{_frac(len(sockets), total)} ranks on {_a(fab)} fabric{fab_note} "
                       f"(5-40x slower): {hint}")
         slow_ofi = [r for r in slow if r.transport is Transport.OFI]
@@ -3869,7 +3870,11 @@ class _Judge:
         label, n = top(active)
         if verdict is Verdict.FALLBACK:
             if transport is Transport.SOCKET:
-                why = f"NCCL fell back to TCP sockets on {_a(fab)} fabric{fab_note} (5-40x slower)"
+                # (where the job asked for sockets, no fallback's doing: its setting is named)
+                forced = self._socket_forced()
+                how = f"ran on TCP sockets as the job asked ({forced})" if forced else \
+                    "fell back to TCP sockets"
+                why = f"NCCL {how} on {_a(fab)} fabric{fab_note} (5-40x slower)"
             else:
                 why = (f"NCCL did not use the {kind.fast_text} fast path on {_a(fab)} "
                        f"fabric{fab_note} (5-40x slower)")

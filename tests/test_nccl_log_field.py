@@ -387,8 +387,11 @@ def test_sockets_the_job_asked_for_are_named_so(tmp_path, env, said):
     msg = [w["message"] for w in d["warnings"] if w["code"] == "socket-fallback"][0]
     if said:
         assert f"the job set {said}" in msg and "rdma-core" not in msg, msg
+        # ... and nothing calls it a fallback: the job ran on what it asked for
+        assert "fell back" not in msg + d["summary"], d["summary"]
+        assert f"ran on TCP sockets as the job asked ({said})" in d["summary"]
     else:
-        assert "rdma-core" in msg, msg
+        assert "rdma-core" in msg and "fell back to TCP sockets" in d["summary"], msg
 
 
 def test_ofi_fails_on_some_ranks_they_fall_back_to_sockets(tmp_path):
