@@ -530,7 +530,7 @@ _SETUP_WARN = re.compile(
     r"ibv_(?:create|modify|reg|open|alloc|query)|Couldn't (?:open|create|get|find)|"
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
-    r"initialization failed|"
+    r"initialization failed|handshake failed|\bError: 4126\b|"
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
 # IB's async thread's WARN of an event, in NCCL <= 2.22's words (`Got async event : port
 # error`) and NCCL >= 2.23's for the events it calls non-fatal (`Got async error event: ...`)
@@ -565,6 +565,11 @@ _LINK_ERROR = re.compile(
     r"local catastrophic error)|async fatal event(?: on (?:QP|CQ)\b|:)|"
     r"ibv_get_async_event failed|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
+# ... but not EFA's unresponsive receiver whose handshake never completed
+# (FI_EFA_ERR_UNESTABLISHED_RECV_UNRESP, 4126: "reachable by EFA device but handshake
+# failed"; libfabric's efa_errno.h): that connection was never up. (4124, "connection
+# previously established", is a running link's.)
+_NEVER_ESTABLISHED = re.compile(r"\bError: 4126\b|handshake failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
@@ -1611,7 +1616,7 @@ class _Proc:
                 # (nccl#193: `include/socket.h 398 NCCL WARN Call to write failed :
                 # Connection reset by peer.`, then this; Kubernetes pods over flannel)
                 kind = Transport.SOCKET
-            link = _LINK_ERROR.search(msg)
+            link = _LINK_ERROR.search(msg) and not _NEVER_ESTABLISHED.search(msg)
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
             # proxy's `Socket recv failed`), not the transport that was tried, nor the cause

@@ -1435,10 +1435,12 @@ def test_an_ofi_error_that_names_efa_gives_the_provider(tmp_path):
     lines += [L.info(h, pid, 0, "transport/net.cc:753 -> 6", tid=710),
               L.info(h, pid, 0, "group.cc:73 -> 6 [Async thread]", tid=712)]
     code, d = check(tmp_path, lines)
-    # (the link was up, channels over it, when the handshake of the first collective's
-    # connection failed: a link error of a job that ran on OFI, not a failed init)
-    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
-    assert "Unresponsive receiver" in d["ranks"][0]["link_error"]
+    # (the handshake of the first collective's connection failed, EFA's 4126: that
+    # connection never came up, so OFI was chosen and its setup failed; see
+    # test_efas_unresponsive_receiver_says_whether_the_connection_was_ever_up)
+    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "efa"), \
+        d["summary"]
+    assert "Unresponsive receiver" in d["ranks"][0]["failure"]
 
 
 def test_unprefixed_plugin_lines_tell_a_failed_jobs_transport_and_provider(tmp_path):
@@ -1792,24 +1794,48 @@ def test_a_request_that_failed_while_its_connection_was_set_up_fails_the_job(tmp
     h, pid = "llama-3-8b-node-0-0", 194
     lines = [L.info(h, pid, 0, f"Channel 0{c}/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0/GDRDMA",
                     tid=712) for c in (0, 1)]
-    lines += L.warn(h, pid, 0, "NET/OFI Request 0x7f456c222f60 completed with error. RC: 103. "
-                    "Error: 4126 (Unresponsive receiver (reachable by EFA device but handshake "
-                    "failed) My EFA addr: fi_addr_efa://[fe80::c55:2eff:fe44:db5]:0:1). "
-                    "Completed length: 0", where="cm_req_handle_error_entry:46")
-    if old_proxy:
+    if old_proxy:  # (nccl-tests#24's words, on IB)
+        lines = [x.replace("NET/Libfabric", "NET/IB") for x in lines]
+        lines += L.warn(h, pid, 0, "NET/IB : Got completion with error 4, opcode 1, len 0, "
+                        "vendor err 81", where="transport/net_ib.cu:788")
         chain = ["include/net.h:34 -> 2", "transport/net.cu:478 -> 2",
                  "transport.cu:163 -> 2 [Proxy Thread]"]
-    else:
+    else:  # (a completion error in words that do not say it was a handshake's: EFA's own
+        # 4126 does, see the test below)
+        lines += L.warn(h, pid, 0, "NET/OFI Request 0x7f456c222f60 completed with error. RC: "
+                        "5. Error: 5 (Input/output error) My EFA addr: fi_addr_efa://[fe80::c55:"
+                        "2eff:fe44:db5]:0:1). Completed length: 0",
+                        where="cm_req_handle_error_entry:46")
         chain = ["transport/net.cc:753 -> 6", "transport.cc:198 -> 6",
                  "transport/generic.cc:19 -> 6", "group.cc:146 -> 6",
                  "group.cc:73 -> 6 [Async thread]"]
     code, d = check(tmp_path, lines + [L.info(h, pid, 0, m, tid=712) for m in chain])
     if old_proxy:
-        assert d["transport"] == "ofi" and d["ranks"][0]["link_error"], d["summary"]
+        assert d["transport"] == "ib" and d["ranks"][0]["link_error"], d["summary"]
     else:
         assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "efa"), \
             d["summary"]
         assert d["ranks"][0]["link_error"] is None and code == 1
+
+
+@pytest.mark.parametrize("code,text,up", [
+    (4126, " (Unresponsive receiver (reachable by EFA device but handshake failed))", False),
+    (4126, "", False),  # a runbook's paste that kept the code only
+    (4124, " (Unresponsive receiver (connection previously established))", True)])
+def test_efas_unresponsive_receiver_says_whether_the_connection_was_ever_up(tmp_path, code,
+                                                                             text, up):
+    # libfabric's efa_errno.h: 4126, FI_EFA_ERR_UNESTABLISHED_RECV_UNRESP, "handshake
+    # failed" (a g5 runbook's security group without the outbound rule, dying at the first
+    # barrier): the connection never came up, OFI's setup failed. 4124 ("connection previously
+    # established"): a running link's peer went away.
+    msg = f"NET/OFI Request 0x7f456c222f60 completed with error. RC: 103. Error: {code}{text}"
+    code_, d = check(tmp_path, L.warn("ip-10-0-1-7", 2210, 0, msg,
+                                      where="cm_req_handle_error_entry:46"))
+    if up:
+        assert d["transport"] == "ofi" and d["ranks"][0]["link_error"], d["summary"]
+    else:
+        assert (d["transport"], d["attempted"]) == ("failed", "ofi"), d["summary"]
+        assert d["ranks"][0]["link_error"] is None
 
 
 def test_a_socket_error_whose_chain_a_paste_cut_is_the_progress_threads_like_the_last(tmp_path):
