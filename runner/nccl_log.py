@@ -3311,9 +3311,12 @@ class _Judge:
         # job holds the last rank on GPU n-1 only with every rank before it there too, as
         # blocks or round-robin place them; vllm#18731's TP=8 pod, of whose 8 ranks the
         # paste kept ranks 0 and 7)
+        # (or more than half of its ranks: nodes hold as many ranks each, so a host with
+        # most of them is the only one; vllm#14025's TP=4 pod, whose paste kept ranks 1-3)
         whole = bool(ident) and not unknown and bool(world) and all(
             len(seen) >= world or (n_procs[key] >= world and key not in split)
             or (world > 1 and ends.get(key) == {0, world - 1} and key not in split)
+            or (world > 2 and 2 * max(len(seen), n_procs[key]) > world and key not in split)
             for key, seen in ident.items())
         if any(p.channels_cross() for p in procs):
             # Channels through the network prove traffic between hosts, unless one host,

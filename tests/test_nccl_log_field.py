@@ -2204,8 +2204,12 @@ def test_one_host_whose_ranks_did_not_all_print_their_rank_line(tmp_path):
         s[:] = [x for x in s if " nranks " not in x]
     code, d = check(tmp_path, L.interleave(streams, 2))
     assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
-    # three processes for four ranks: another host may hold the fourth
+    # three processes for four ranks: more than half the world, which a node of two does
+    # not hold (nodes hold as many ranks each): one machine still
     code, d = check(tmp_path, L.interleave(streams[:3], 2))
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    # two for four: half the world, as one node of two holds; another host may hold the rest
+    code, d = check(tmp_path, L.interleave(streams[:2], 2))
     assert d["transport"] == "socket" and d["inter_node"] is None, d["summary"]
 
 
@@ -3798,6 +3802,28 @@ def test_a_host_whose_gpus_0_and_n_1_hold_ranks_0_and_n_1_holds_the_world(tmp_pa
     # rank 7 on GPU 3 (four GPUs a node): its node holds ranks 4-7 only
     code, d = check(tmp_path, rank(0, 0) + rank(7, 3))
     assert d["transport"] == "ib", d["summary"]
+
+
+def test_a_host_with_most_of_the_worlds_ranks_holds_the_world(tmp_path):
+    # vllm#14025: a TP=4 pod, NCCL_IB_DISABLE=1, `Using network Socket`; the paste kept three
+    # processes, two of them with their `rank N nranks 4` lines. Nodes hold as many ranks
+    # each, so a host with more than half of them is the only one: no traffic between nodes
+    h = "ml-model-qwen-656c698fd-oszkq"
+
+    def proc(pid: int, dev: int, rank: int | None) -> list[str]:
+        out = [L.info(h, pid, dev, m) for m in ("NCCL_IB_DISABLE set by environment to 1.",
+                                                 "NET/Socket : Using [0]eth0:10.192.53.169<0>",
+                                                 "Using network Socket")]
+        if rank is not None:
+            out.append(L.info(h, pid, dev, f"ncclCommInitRank comm 0x{pid:x} rank {rank} "
+                                           f"nranks 4 cudaDev {dev} busId {dev + 1}000 - Init START"))
+        return out
+
+    code, d = check(tmp_path, proc(274, 1, None) + proc(275, 2, 1) + proc(276, 3, 2))
+    assert (d["transport"], d["inter_node"], d["nodes"]) == ("none", False, 1), d["summary"]
+    # two of four on one host: half a world, as one node of two holds
+    code, d = check(tmp_path, proc(275, 2, 1) + proc(276, 3, 2))
+    assert d["transport"] == "socket" and d["inter_node"] is None, d["summary"]
 
 
 def test_the_fallback_advice_names_the_ib_hca_setting_the_log_echoes(tmp_path):
