@@ -1360,9 +1360,12 @@ class _Proc:
             m = _ASSIGNED.match(msg)
             if m:
                 self._strong(m.group("name"), seq)
-        # (`P2P plugin IBext`: HPC-X's plugin prints it when it loads, before it looks for a
-        # device: no choice, as `Loaded net plugin` is none; nccl#952, where that rank's next
-        # lines were `No device found` and `Using network Socket`)
+        elif c == "P" and msg.startswith("P2P plugin ") and self.plugin is None:
+            # HPC-X's plugin names itself when it loads (`P2P plugin IBext`, NCCL <= 2.11
+            # printing no `Loaded net plugin` line): the plugin, but no choice, as `Loaded
+            # net plugin` is none (nccl#952, where that rank's next lines were `No device
+            # found` and `Using network Socket`)
+            self.plugin = msg[11:].strip()[:80] or None
         elif c == "F":
             if msg.startswith(_ANY_NET_PLUGIN_FAILED):
                 self.fatal_msg, self.fatal_seq = msg[:200], seq

@@ -1615,6 +1615,9 @@ def test_lines_printed_before_a_device_is_looked_for_are_no_choice(tmp_path):
         "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so", "P2P plugin IBext")]
     code, d = check(tmp_path, plugin_only)
     assert d["transport"] == "none", d["summary"]
+    # ... though it names the plugin, where no `Loaded net plugin` line does (NCCL 2.10's
+    # HPC-X on an Azure node, a committed Megatron-DeepSpeed log)
+    assert d["plugin"] == "IBext", d
 
 
 def test_nccl_going_on_without_collnet_is_no_failure(tmp_path):
