@@ -1155,7 +1155,9 @@ def test_connect_retries_are_nccl_lines_of_their_process(tmp_path):
     # connect returned Connection refused, retrying (30/34) after sleep for 3000 msec`
     # under Ray's `(worker3, rank=3, ...)` prefix, and nothing else of NCCL's. No network
     # was chosen; but these are NCCL's lines, from three hosts: not "NCCL_DEBUG=INFO not
-    # set". (NCCL <= 2.18 words it `Call to connect returned Connection refused, retrying`.)
+    # set". (NCCL <= 2.18 words it `Call to connect returned Connection refused, retrying`;
+    # 2.26 also `socketStartConnect: connect returned Connection timed out, retrying (1/34)`,
+    # two Docker hosts in two data centres, round 38.)
     lines = []
     for n, (h, pid) in enumerate((("test-2296-3", 16728), ("test-2296-2", 18759),
                                   ("test-2296-1", 18357))):
@@ -1164,9 +1166,11 @@ def test_connect_retries_are_nccl_lines_of_their_process(tmp_path):
                               "refused, retrying (30/34) after sleep for 3000 msec", tid=pid + 65))
     lines.append(L.info("lrdn1629", 236813, 0, "Call to connect returned Connection refused, "
                         "retrying", tid=236852))
+    lines.append(L.info("6e094e9a088e", 147147, 6, "socketStartConnect: connect returned "
+                        "Connection timed out, retrying (1/34) after sleep for 100 msec"))
     code, d = check(tmp_path, lines)
-    assert d["transport"] == "none" and d["nodes"] == 4 and d["nccl_lines"] == 4, d["summary"]
-    assert "NCCL_DEBUG" not in d["summary"] and "spans 4 nodes" in d["summary"]
+    assert d["transport"] == "none" and d["nodes"] == 5 and d["nccl_lines"] == 5, d["summary"]
+    assert "NCCL_DEBUG" not in d["summary"] and "spans 5 nodes" in d["summary"]
 
 
 @pytest.mark.parametrize("nnodes", [None, 2])
