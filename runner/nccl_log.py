@@ -592,6 +592,10 @@ _OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>E
 # libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
 _COLLNET_FALLBACK = "Cannot initialize CollNet"
 _DUPLICATE_GPU = "Duplicate GPU detected"
+_SYSFS_HIDDEN = "Could not find real path of /sys"
+_RING_OPEN = "Error : ring "
+_IN_NODE_WARN = re.compile(
+    r"(?:%s|%s|%s\d+ does not loop back)" % (_DUPLICATE_GPU, _SYSFS_HIDDEN, _RING_OPEN))
 # IB's init skipping a device it cannot open (a probe WARN, below); which device, where no
 # other then opened (see _Judge._fabric)
 _IB_OPEN_FAILED = re.compile(r"^NET/IB\w* ?: ?Unable to open device ([\w.\-]+)")
@@ -1577,9 +1581,12 @@ class _Proc:
             # failed`, then `[Proxy Service 1] Failed to execute operation Setup`,
             # `socketProgress: Connection closed by remote peer <its own host>`)
             return
-        if msg.startswith(_DUPLICATE_GPU):
-            # two ranks of one host on one GPU (init.cc's check, ncclInvalidUsage): a fault
-            # within the node, whatever network was chosen (horovod#3929, pytorch#47885)
+        if _IN_NODE_WARN.match(msg):
+            # faults of no network, whatever was chosen: two ranks of one host on one GPU
+            # (init.cc's check, ncclInvalidUsage: horovod#3929, pytorch#47885); a container
+            # or WSL that hides the PCI topology from /sys (topo.cc, xml.cc: CrowdDet#86);
+            # ranks whose topologies disagree, so that a ring does not close (rings.cc:
+            # nccl#520, nccl#577)
             self.local_seq = seq
         if msg.startswith(_COLLNET_FALLBACK):
             # `Cannot initialize CollNet, using point-to-point network instead`: the SHARP
@@ -2907,6 +2914,22 @@ def _in_words_of(library: str | None, hint: str) -> str:
     return hint.replace("aws-ofi-nccl", "aws-ofi-rccl").replace("libnccl-net", "librccl-net")
 
 
+def _in_node_advice(why: str) -> str:
+    """What failed, for the init-failed-in-node warning, and the usual fix."""
+    if why.startswith(_DUPLICATE_GPU):
+        return ("two ranks on one GPU, not the network (each process must select its own "
+                "device: torch.cuda.set_device(local_rank), or one CUDA_VISIBLE_DEVICES entry "
+                "per task)")
+    if why.startswith(_SYSFS_HIDDEN):
+        return ("NCCL's topology detection, not the network: the container or WSL hides the "
+                "PCI devices' paths in /sys (run with the host's /sys, or give NCCL_TOPO_FILE)")
+    if why.startswith(_RING_OPEN):
+        return ("the ranks' topologies disagree, not the network (hosts or containers that "
+                "report one host id, or different NCCL versions on the nodes)")
+    return ("shared memory, P2P or NVLS setup, not the network (in a container, a /dev/shm "
+            "too small is the usual cause: docker --shm-size, a larger emptyDir medium Memory)")
+
+
 def _failure_phase(failed: Sequence[RankReport]) -> tuple[str, str]:
     """How the summary words the failure of these ranks: after init (an Init COMPLETE came
     before it), else init failed (a link that broke while the job ran is no failure: see
@@ -3751,14 +3774,7 @@ class _Judge:
             why = in_node[0].local_failure
             self.warn("init-failed-in-node",
                       f"NCCL init failed within a node on {_frac(len(in_node), total)} ranks "
-                      f"({why}): " + (
-                          "two ranks on one GPU, not the network (each process must select "
-                          "its own device: torch.cuda.set_device(local_rank), or one "
-                          "CUDA_VISIBLE_DEVICES entry per task)" if why.startswith(
-                              _DUPLICATE_GPU) else
-                          "shared memory, P2P or NVLS setup, not the network (in a container, "
-                          "a /dev/shm too small is the usual cause: docker --shm-size, a "
-                          "larger emptyDir medium Memory)"))
+                      f"({why}): {_in_node_advice(why)}")
         if a._binary_sources:
             self.warn("binary-input",
                       f"stopped reading binary data in {', '.join(a._binary_sources)}")

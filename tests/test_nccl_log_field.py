@@ -1202,6 +1202,33 @@ def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes):
         assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
 
 
+@pytest.mark.parametrize("where,warn,advice", [
+    # CrowdDet#86: one Docker container, NCCL 2.4.8 on sockets after no libibverbs; topology
+    # detection cannot resolve a GPU's PCI path in the container's /sys
+    ("misc/topo.cc:22", "Could not find real path of /sys/class/pci_bus/0000:02/../../0000:02:00.0",
+     "NCCL_TOPO_FILE"),
+    # nccl#520, nccl#577 (p4d, Azure): the ranks' graphs disagree and a ring does not close
+    ("graph/rings.cc:38", "Error : ring 2 does not loop back to start (7 != 2)", "host id")])
+def test_topology_faults_before_any_connection_are_no_networks(tmp_path, where, warn, advice):
+    # Init failed (a chain to init.cc, ncclSystemError or ncclInternalError) in NCCL's own
+    # topology or graph code, before any connection: whatever network the rank had chosen,
+    # none was being set up. None, where nothing says the job crossed nodes.
+    h, pid = "d13186ffee3a", 57
+    lines = [L.info(h, pid, 0, "NET/Socket : Using [0]eth0:172.17.0.2<0>")]
+    lines += L.warn(h, pid, 0, warn, where=where)
+    lines += [L.info(h, pid, 0, m) for m in ("init.cc:876 -> 3", "init.cc:947 -> 3",
+                                              "misc/group.cc:69 -> 3 [Async thread]")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"]) == ("none", None), d["summary"]
+    [w] = [w["message"] for w in d["warnings"] if w["code"] == "init-failed-in-node"]
+    assert advice in w and "shm" not in w, w
+    # the same WARN in a job that nNodes says crossed nodes: its init failed while the
+    # network it chose was to be set up
+    code, d = check(tmp_path, [L.info(h, pid, 0, "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 "
+                                                 "localRank 0 MNNVL 0")] + lines)
+    assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
+
+
 def test_a_ranks_proxy_client_failing_after_anothers_p2p_fault_is_its_echo(tmp_path):
     # A torchrun job that Slurm put on one node (round 36): P2P's `Cuda failure 101 'invalid
     # device ordinal'` on one rank; on another, its proxy client's sockets to that rank's
