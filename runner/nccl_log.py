@@ -1902,16 +1902,17 @@ class _Proc:
         """The error of a link that was up, where it is this process's first error: a
         request that completed with an error (`NET/IB : Got completion from peer ... error
         12`, `NET/OFI Request ... completed with error`), after Init COMPLETE, or with no
-        Init COMPLETE in the paste, no communicator line before it (that init was under
-        way; an aborted communicator's `comm ... - Abort COMPLETE` after it says nothing of
-        init, a 2-node socket job whose peer died) and nothing passed up to init (the progress thread's chain, or none: a paste of the
-        WARNs). The job chose that network and ran on it, then broke (nccl#733, nccl#1405,
-        sglang#4857, DeepSpeed#6875, a cxi VNI mismatch): the rank's transport is what it
-        used, and a warning says how it broke, since the issue's `failed` is a transport
-        chosen and then failed during init ("such a job did not run on that transport",
-        fabric-facts). An error before a link was up (`ibv_modify_qp failed`, a chain to
-        init.cc after the completion error) is a failed init. (Helpers' readings of these
-        logs followed how their brief worded `failed`, both ways: stop 26's note.)"""
+        Init COMPLETE in the paste, no communicator line before it (that init was under way;
+        an aborted communicator's `comm ... - Abort COMPLETE` after it says nothing of init,
+        a 2-node socket job whose peer died) and nothing passed up to init (the progress
+        thread's chain, or none: a paste of the WARNs). The job chose that network and ran
+        on it, then broke (nccl#733, nccl#1405, sglang#4857, DeepSpeed#6875, a cxi VNI
+        mismatch): the rank's transport is what it used, and a warning says how it broke,
+        since the issue's `failed` is a transport chosen and then failed during init ("such
+        a job did not run on that transport", fabric-facts). An error before a link was up
+        (`ibv_modify_qp failed`, a chain to init.cc after the completion error) is a failed
+        init. (Helpers' readings of these logs followed how their brief worded `failed`,
+        both ways: stop 26's note.)"""
         if not self.err_msg:
             return None
         if self.link_seq < 0 or not _LINK_ERROR.search(self.err_msg):
