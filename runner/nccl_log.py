@@ -1764,8 +1764,9 @@ class _Proc:
                 # any other line of a plugin's own (`NET/FastSocket : Flow placement
                 # enabled.`, nccl#1267 cut after it): the plugin initialised, as
                 # aws-ofi-nccl's version line says of it; a later choice still wins
+                # (`NET/FasTrak: SCTP Closed`: a colon with no blank before it, GKE's TCPXO)
                 k = msg.find(" ", 4)
-                kind = _net_kind(msg[4:k] if k > 0 else msg[4:])
+                kind = _net_kind((msg[4:k] if k > 0 else msg[4:]).rstrip(":"))
                 if kind is not None:
                     self._weak_default(kind, seq)
         elif msg.startswith("NET : Using"):  # NCCL 2.2-2.3 bootstrap interface

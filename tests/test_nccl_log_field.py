@@ -269,6 +269,10 @@ def test_a_plugins_own_init_line_is_a_weak_choice(tmp_path):
     assert d["selected"] == "socket", d["summary"]
     code, d = check(tmp_path, fast[:1])
     assert d["selected"] == "none", d["summary"]
+    # ... also with a colon and no blank after the plugin's name (a GKE JobSet test's A3 Mega
+    # log, rotated to the TCPXO plugin's teardown: `NET/FasTrak: SCTP Closed`)
+    code, d = check(tmp_path, [L.info("node-0-0", 870, 0, "NET/FasTrak: SCTP Closed", tid=938)])
+    assert d["selected"] == "socket", d["summary"]
 
 
 def test_a_tcp_plugins_warn_names_its_transport(tmp_path):
