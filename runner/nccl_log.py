@@ -2752,8 +2752,10 @@ class LogAnalyser:
         rest, labels = self._outer(text)
         dev: int | None = None
         pid: int | None = None
+        head = 0  # where the prefix before NCCL's level ends (its source, if a WARN names one)
         d = _DEV_NCCL.match(rest) or _LOOSE_PREFIX.match(rest)
         if d:
+            head = d.end()
             dev, level, msg = int(d.group("dev")), d.group("level") or "WARN", rest[d.end():]
             if "host" in d.re.groupindex:  # one process per host and device
                 labels = {**labels, "host": labels.get("host") or d.group("host"), "label": (
@@ -2794,7 +2796,8 @@ class LogAnalyser:
             if a and _CUT_PREFIX_TAIL.search(a.group("pre")):
                 a = None
             if b or a:
-                level, msg = (b or a).group("level"), rest[(b or a).end():]
+                head = (b or a).end()
+                level, msg = (b or a).group("level"), rest[head:]
                 name = " ".join(_CLOCK.sub(" ", a.group("pre")).split()) if a else ""
                 if name:
                     labels = {**labels, "label": (labels.get("label", "") + " " + name).strip()}
@@ -2815,8 +2818,10 @@ class LogAnalyser:
             proc.rank_hint = labels["rank"]
         self._nccl_lines += 1
         proc.take(level, msg)
-        if d is not None and level == "WARN":
-            proc.source_names_plugin(rest[:d.end()])
+        if head and level == "WARN":
+            # (also with nothing before the source: `tcpxResult_t tcpxCommProgress(tcpxComm*):
+            # 1126 NCCL WARN ... rx ctrl timeout`, DeepSpeed#5693's one line)
+            proc.source_names_plugin(rest[:head])
 
     def _take_libfabric(self, pid: int | None, fields: str) -> None:
         for f in fields.split(":"):

@@ -289,6 +289,9 @@ def test_a_tcp_plugins_warn_names_its_transport(tmp_path):
     # ... also with only `[dev]` before it
     code, d = check(tmp_path, [x[x.index("[0]"):] if x else x for x in lines])
     assert d["transport"] == "socket", d["summary"]
+    # ... or nothing at all (DeepSpeed#5693 quoted the one line from its source on)
+    code, d = check(tmp_path, [lines[1][lines[1].index("tcpxResult_t"):]])
+    assert d["transport"] == "socket", d["summary"]
 
 
 # --------------------------------------------------------------------------------------------
