@@ -2788,7 +2788,11 @@ class LogAnalyser:
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is
             # PyTorch's echo of the last error: `[rank3]: NET/OFI Request completed with
             # error`, which the rank's own WARN already told.)
-            level = "WARN" if not labels and _STRIPPED_WARN.match(rest) else "INFO"
+            # (a comment's `#` or a quote's `>` is no launcher: `#   NET/OFI Unable to
+            # register memory ...` in a job script's notes, an Alps reproducer)
+            launched = bool(labels) and (set(labels) != {"label"} or bool(
+                labels["label"].replace("#", "").replace(">", "").strip()))
+            level = "WARN" if not launched and _STRIPPED_WARN.match(rest) else "INFO"
             msg = rest
         else:
             b = _BARE_NCCL.match(rest)

@@ -2169,6 +2169,13 @@ def test_a_paste_stripped_of_prefix_and_level_keeps_the_plugins_errors(tmp_path)
         d["summary"]
     code, d = check(tmp_path, ["[rank3]: " + x for x in lines])
     assert d["transport"] == "ofi", d["summary"]
+    # ... but a job script's comment or a markdown quote is no launcher (an Alps reproducer's
+    # notes: `#   cxil_map: write error`, `#   NET/OFI Unable to register memory ...`)
+    for mark in ("#   ", "> "):
+        code, d = check(tmp_path, [mark + "cxil_map: write error", mark + "NET/OFI Unable to "
+                                   "register memory (type = 1) for device 0. RC: -13, Error: "
+                                   "Permission denied"])
+        assert (d["transport"], d["attempted"]) == ("failed", "ofi"), (mark, d["summary"])
 
 
 # --------------------------------------------------------------------------------------------
