@@ -313,9 +313,9 @@ _ANSI_BYTES = re.compile(
 # NCCL's prefix: [timestamp] host:pid:tid [cudaDev] [file:line [(func)]] NCCL LEVEL.
 # The host may be redacted (`<cluster_name>`, `xxx-xxx`) or stripped (`:22901:22901 [0]`);
 # a markdown backtick or emphasis before it (`` `gpu2:19989:20082 [1] ...``, `*ip-10-0-2-54:14:14
-# [0] ...*`, an AWS tutorial's) is no part of it.
+# [0] ...*`, an AWS tutorial's), or the double quote that opens a quoted line, is no part of it.
 _NCCL_PREFIX = re.compile(
-    r"(?P<host>[^\s:\[\]`*]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?P<host>(?!\")[^\s:\[\]`*]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:(?P<src>[^\[\]\n]{0,200}?) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
 )
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
@@ -324,7 +324,7 @@ _DEV_NCCL = re.compile(
     r"^(?:(?P<pid>\d+):\d+ )?\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
 # A host name that is no clock (`12:00:01 [0] main.c:12 WARN`): not digits only.
-_HOST_NOT_CLOCK = r"(?P<host>(?=[^\s:\[\]`*]*[^\d\s:\[\]`*])[^\s:\[\]`*]{1,%d})" % _MAX_HOST
+_HOST_NOT_CLOCK = r"(?P<host>(?!\")(?=[^\s:\[\]`*]*[^\d\s:\[\]`*])[^\s:\[\]`*]{1,%d})" % _MAX_HOST
 # A host whose pid and thread were redacted into one field (`node-a7:XXXXXX [5] ibvwrap.c:262
 # NCCL WARN`, nccl#2013) or left out (`gpusrv [0] misc/ibvwrap.cu:269 WARN`, NCCL 2.1 as
 # pasted in horovod#98): read like `[5] ... NCCL WARN`, the host kept. As for _OLD_PREFIX, a
@@ -1303,10 +1303,10 @@ class _Proc:
             msg = msg.rstrip("| \t")
             if not msg:
                 return
-        elif msg[-1] == "`" and msg.count("`") == 1:
+        elif msg[-1] in "`\"" and msg.count(msg[-1]) == 1:
             # a line quoted as markdown code (`` - `misc/ibvwrap.cc:203 NCCL WARN Call to
-            # ibv_create_cq failed with error Cannot allocate memory` ``): the closing
-            # backtick is no part of the message
+            # ibv_create_cq failed with error Cannot allocate memory` ``) or in double quotes
+            # (a LUMI course's Q&A): the closing mark is no part of the message
             msg = msg[:-1].rstrip()
             if not msg:
                 return

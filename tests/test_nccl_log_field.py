@@ -1999,6 +1999,12 @@ def test_the_closing_backtick_of_a_quoted_line_is_no_part_of_its_message(tmp_pat
                                "- `RuntimeError: NCCL error: unhandled system error`"])
     assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
     assert d["ranks"][0]["failure"] == warn and d["ranks"][0]["nccl_warnings"] == [warn]
+    # ... or in double quotes, its prefix and all (a LUMI course's Q&A): no `"` in the host
+    warn = "NET/OFI Couldn't open a fabric access domain. RC: -38, ERROR: Function not implemented"
+    code, d = check(tmp_path, [f'    "nid005018:47819:47913 [0] create_nccl_ofi_component:817 '
+                               f'NCCL WARN {warn}" '])
+    assert (d["transport"], d["attempted"]) == ("failed", "ofi"), d["summary"]
+    assert (d["ranks"][0]["host"], d["ranks"][0]["failure"]) == ("nid005018", warn)
 
 
 @pytest.mark.parametrize("mark", ["*", "**"])
