@@ -173,8 +173,11 @@ def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric:
 
     Verdicts per rank and for the job: ofi (with its libfabric provider: cxi, efa, ...), ib,
     socket, failed (with the transport it was trying) or none (no inter-node traffic: one
-    host, or nNodes 1). A job whose ranks differ is reported per rank and flagged mixed. In
-    --json: transport, provider, attempted, mixed, and a ranks list with the same per rank.
+    host, or nNodes 1; also an init that died within a node, in shared memory, P2P or
+    NCCL's topology code: a warning says which). A link that broke after it was up keeps
+    its transport, and a warning says how it broke. A job whose ranks differ is reported
+    per rank and flagged mixed. In --json: transport, provider, attempted, mixed, and a
+    ranks list with the same per rank.
 
     Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a --fabric
     that needs one), 2 bad input (including binary data).
