@@ -1386,9 +1386,7 @@ class _Proc:
         elif c == "r":
             m = _OLD_RANK.match(msg)
             if m:
-                self._rank(int(m.group("rank")), int(m.group("nranks")))
-                if self.comm_seq < 0:
-                    self.comm_seq = seq
+                self._rank(int(m.group("rank")), int(m.group("nranks")), seq)
         if " -> " in msg:
             m = _CHAIN.match(msg)
             if m and m.group("code") != "0" and self.provider_seq >= 0 \
@@ -1543,7 +1541,10 @@ class _Proc:
         p.weak_kind, p.weak_seq, p.sel_seq, p.weak_in_use = None, -1, -1, False
         return p
 
-    def _rank(self, rank: int, nranks: int) -> None:
+    def _rank(self, rank: int, nranks: int, seq: int = -1) -> None:
+        """A communicator's rank line; `seq` where it is one of its init (not its abort)."""
+        if self.comm_seq < 0 <= seq:
+            self.comm_seq = seq
         if self.nranks is None or nranks > self.nranks:
             self.rank, self.nranks = rank, nranks
             self.ranks_seen = {rank}
@@ -1776,9 +1777,8 @@ class _Proc:
         m = _COMM.search(msg)
         if not m:
             return
-        self._rank(int(m.group("rank")), int(m.group("nranks")))
-        if self.comm_seq < 0 and not msg.endswith(("Abort COMPLETE", "Destroy COMPLETE")):
-            self.comm_seq = seq
+        aborted = msg.endswith(("Abort COMPLETE", "Destroy COMPLETE"))
+        self._rank(int(m.group("rank")), int(m.group("nranks")), -1 if aborted else seq)
         n = _NNODES.search(msg)
         if n:
             self.nnodes = max(self.nnodes or 0, int(n.group("n")))
@@ -3510,7 +3510,8 @@ class _Judge:
         (the largest, where lines disagree), as a process's own `env` holds them."""
         return {k: max(v) for k, v in self.a._log_env.items() if v}
 
-    def _socket_forced(self) -> str | None:
+    @cached_property  # asked by the socket-fallback warning and by the summary
+    def socket_forced(self) -> str | None:
         """`NCCL_IB_DISABLE=1` or `NCCL_NET=Socket`, where a process or the job's script
         echoed it: then sockets were no fallback's doing (the usual hint would mislead)."""
         for env in [p.env for p in self.all_procs if p.env] + [self.log_env]:
@@ -3661,7 +3662,7 @@ class _Judge:
         sockets = [r for r in active if r.transport is Transport.SOCKET]
         if sockets and kind.needs_network:
             ifaces = ",".join(dict.fromkeys(i for r in sockets for i in r.socket_ifaces)) or "?"
-            forced = self._socket_forced()
+            forced = self.socket_forced
             hint = (f"the job set {forced} (the log echoes it): sockets were asked for"
                     if forced else _in_words_of(library, kind.fallback_hint)
                     + (self._ib_hca_note() if kind.verbs_devices else ""))
@@ -3909,7 +3910,7 @@ class _Judge:
         if verdict is Verdict.FALLBACK:
             if transport is Transport.SOCKET:
                 # (where the job asked for sockets, no fallback's doing: its setting is named)
-                forced = self._socket_forced()
+                forced = self.socket_forced
                 how = f"ran on TCP sockets as the job asked ({forced})" if forced else \
                     "fell back to TCP sockets"
                 why = f"NCCL {how} on {_a(fab)} fabric{fab_note} (5-40x slower)"
