@@ -13,6 +13,7 @@ Exit codes:
      also no network selection at all when --fabric names a fabric that needs one
      (slingshot, infiniband): such a job cannot be confirmed fast;
   2  bad input: a missing, unreadable or empty file, a directory, binary data (`/dev/zero`),
+     compressed data that is corrupt from its start, zstd where this Python cannot read it,
      a bad --env.
 
 Warnings (LL128 hazard, missing plugin, ...) are printed but only the verdict sets the exit
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import click
 
-from runner import fabrics
+from runner import compressed_logs, fabrics
 from runner.errors import UserError
 from runner.text_table import table_lines
 
@@ -38,12 +39,20 @@ if TYPE_CHECKING:  # keep import time small: the parser is loaded when the comma
 MAX_TABLE_ROWS = 64
 
 
-def _feed_stream(analyser: "LogAnalyser", stream, name: str) -> bool:
-    """Feed one binary stream; return whether it held anything but whitespace.
-    Raises UserError for a stream of binary data (`/dev/zero`, a core file)."""
+def _feed_stream(analyser: "LogAnalyser", raw, name: str) -> bool:
+    """Feed one binary stream (gzip, bzip2 or xz: its text); return whether it held
+    anything but whitespace. Raises UserError for a stream of binary data (`/dev/zero`, a
+    core file) and for compressed data that is corrupt from its start."""
+    stream, compression = compressed_logs.open_log(raw, name)
     stats = analyser.feed_stream(stream, name)
+    error = compressed_logs.read_error(stream)
+    if error and not stats.bytes_read:
+        raise UserError(error, where=name)
+    if error:  # what came before is a log like any other: judge it, and say where it ends
+        analyser.input_cut(name, error)
     if stats.binary and not stats.text:
-        raise UserError(f"binary data, not a text log (stopped after "
+        inside = f" inside its {compression} compression" if compression else ""
+        raise UserError(f"binary data{inside}, not a text log (stopped after "
                         f"{stats.bytes_read >> 20} MiB)", where=name)
     return stats.text
 
@@ -181,6 +190,10 @@ def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric:
 
     Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a --fabric
     that needs one), 2 bad input (including binary data).
+
+    Logs compressed with gzip, bzip2 or xz (told by their first bytes, also on stdin) are
+    read as their text; one cut short (compressed while the job wrote it) is judged on the
+    text before the cut, with a warning.
 
     Logs of any size are read in one pass, in bounded memory. On logs over 16 MiB, hyperscan
     (a dependency on Linux x86_64; elsewhere pip install 'fabrikit[fast]') finds the lines

@@ -155,6 +155,7 @@ WARNING_CODES: tuple[str, ...] = (
     "no-transport",
     "plugin-failed",
     "binary-input",
+    "input-cut",
     "processes-dropped",
     "link-failed",
     "init-failed-in-node",
@@ -2274,6 +2275,7 @@ class LogAnalyser:
         self._lf_providers: Counter[str] = Counter()
         self._log_env: dict[str, set[str]] = {}  # NCCL_*/FI_* settings a job script echoed
         self._binary_sources: list[str] = []
+        self._cut_sources: list[str] = []  # "<source>: why its data ended early"
         # source -> text before " NCCL " -> its process: a prefix is parsed once
         self._prefixes: dict[str, dict[str, _Proc]] = {}
         self._n_prefixes = 0
@@ -2401,6 +2403,11 @@ class LogAnalyser:
         if carry:
             self._text_block(carry, src, stats)
         return stats
+
+    def input_cut(self, source: str, why: str) -> None:
+        """The caller's stream of `source` ended before its data did (a compressed log cut
+        while it was written): the verdict covers the text read, and a warning says so."""
+        _add_capped(self._cut_sources, f"{source}: {why}", 64)
 
     def expect_bytes(self, n: int) -> None:
         """The caller knows how much text is coming (check_files: the files' sizes). With
@@ -3790,6 +3797,9 @@ class _Judge:
         if a._binary_sources:
             self.warn("binary-input",
                       f"stopped reading binary data in {', '.join(a._binary_sources)}")
+        if a._cut_sources:
+            self.warn("input-cut", f"{'; '.join(a._cut_sources)}: the verdict covers the "
+                      "text before that")
         if a._dropped_procs:
             self.warn("processes-dropped",
                       f"more than {MAX_PROCESSES} processes: lines of further processes "
