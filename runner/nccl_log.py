@@ -352,7 +352,7 @@ _BARE_MSG_HEADS = (
     r"(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm (?:0x|rank \d)|"
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
-    r"P2P plugin )")
+    r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/)")
 _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # NCCL <= 2.2 wrote no `NCCL` before the level: `gpu11:3412:3433 [0] INFO Using internal
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
@@ -492,7 +492,8 @@ _IFACE_IP = re.compile(r"(?:^|[\s\]])(?P<iface>[\w.\-]+):(?P<ip>[0-9a-fA-F.:%]+?
 # (a guide may elide the pointer, `comm ... rank 0`, or leave it out; a sanitized log may put
 # a placeholder in it, `comm <PTR>`)
 _COMM = re.compile(
-    r"\bcomm (?:(?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026|<\w+>) )?rank (?P<rank>\d+) "
+    r"(?:\bcomm (?:(?P<comm>0x[0-9a-fA-F]+|0x\.\.\.|\.\.\.|\u2026|<\w+>) )?|"
+    r"^ncclCommInitRank\w* (?:\.\.\.|\u2026) )rank (?P<rank>\d+) "
     r"n[Rr]anks (?P<nranks>\d+)(?=\s)")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")  # NCCL 2.2-2.3
 _NNODES = re.compile(r"\bnNodes (?P<n>\d+)(?=\s)")
@@ -613,6 +614,7 @@ _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
                          r"^Failed to open libibverbs|" +
+
                          # (IB's init skips a device it cannot open and goes on with the
                          # others: `No device found` follows where none opened; nccl#2428's
                          # eRDMA job ran on erdma_0 after `Unable to open device erdma_1`)
@@ -1441,7 +1443,7 @@ class _Proc:
                             if rx.search(m.group("file")):
                                 self.err_kind = kind
                                 break
-        if "comm " in msg:
+        if "comm " in msg or msg.startswith("ncclCommInitRank"):
             self._take_comm(msg, seq)
         if ("COMPLETE" in msg and _COMPLETE.search(msg)) or msg.startswith("Init timings"):
             # (NCCL >= 2.27 prints `Init timings - ncclCommInitRank: ...` once init is done)

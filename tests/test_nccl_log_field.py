@@ -2638,6 +2638,39 @@ def test_stripped_host_and_level_a_pasted_snippet(tmp_path):
     assert d["transport"] == "ofi" and d["provider"] == "cxi" and len(d["ranks"]) == 1
 
 
+def test_channel_lines_cut_to_their_peers_still_name_the_network(tmp_path):
+    # a report quoting two ranks' links, cut to `send -> recv [dir] via NET/...` (nccl#897's
+    # shape: its ranks 9 and 2 on two nodes, one end without GDR; a PXN write-up's
+    # `via NET/IB/3(19)`, the proxy rank in brackets, with the author's note after it)
+    lines = ["9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA",
+             "9[1a000] -> 2[6b000] [receive] via NET/IB/1"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"], code) == ("ib", True, 0), d["summary"]
+    code, d = check(tmp_path, ["17[1] -> 3[3] [send] via NET/IB/3(19)/GDRDMA/Shared    (sender "
+                               "side, Channel 03/1, 11/1)"])
+    assert (d["transport"], d["inter_node"]) == ("ib", True), d["summary"]
+    code, d = check(tmp_path, ["0[0] -> 1[1] via NET/AWS Libfabric/0/GDRDMA",
+                               "NET/OFI Selected Provider is efa (found 4 nics)"])
+    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+    # an application's own arrow is no NCCL link: the network name must follow `via NET/`
+    code, d = check(tmp_path, ["step 3 -> 4 via NETWORK sync", "epoch 1 -> 2 via NET"])
+    assert d["transport"] == "none"
+
+
+def test_init_line_elided_by_its_author_still_gives_the_communicator_size(tmp_path):
+    # notes on a one-GPU probe of a B300 node: `ncclCommInitRankConfig ... rank 0 nranks 1
+    # ... Init START`; a communicator of one rank moves nothing between nodes
+    head = ["NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v10 (v10)",
+            "NCCL INFO P2P plugin v10 IBext_v10",
+            "NCCL INFO Using network NCCL RDMA Plugin v10"]
+    code, d = check(tmp_path, head + [
+        "NCCL INFO ncclCommInitRankConfig ... rank 0 nranks 1 ... Init START"])
+    assert (d["transport"], d["world_size"], d["inter_node"]) == ("none", 1, False), d["summary"]
+    code, d = check(tmp_path, head + [
+        "NCCL INFO ncclCommInitRank \u2026 rank 3 nranks 16 \u2026 Init START"])
+    assert (d["transport"], d["world_size"]) == ("ib", 16), d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
