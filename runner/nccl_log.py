@@ -614,7 +614,10 @@ _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
                          r"^Failed to open libibverbs|" +
-
+                         # (aws-ofi-nccl without /dev/gdrdrv: GDRCopy only speeds up small
+                         # copies, and GIN goes without it; healthy EFA runs print it, and
+                         # AWS's own EKS notes call it benign)
+                         r"^NET/OFI (?:\S+ )?Failed to initialize GDRCopy\b|" +
                          # (IB's init skips a device it cannot open and goes on with the
                          # others: `No device found` follows where none opened; nccl#2428's
                          # eRDMA job ran on erdma_0 after `Unable to open device erdma_1`)

@@ -2657,6 +2657,24 @@ def test_channel_lines_cut_to_their_peers_still_name_the_network(tmp_path):
     assert d["transport"] == "none"
 
 
+def test_gdrcopy_missing_is_no_network_failure(tmp_path):
+    # aws-ofi-nccl without /dev/gdrdrv warns and goes on: GDRCopy only speeds up small
+    # copies (healthy EFA runs print it; a DeepEP GIN write-up's 2-node job ran on EFA)
+    streams = job(L.ofi_efa_rank)
+    streams = [L.warn(s[0].split(" ")[0], 40000 + 17 * r, r % 4,
+                      "NET/OFI Failed to initialize GDRCopy: Failed to open gdr handle",
+                      where="nccl_ofi_gdrcopy.cpp:61") + s for r, s in enumerate(streams)]
+    code, d = check(tmp_path, L.interleave(streams, 0))
+    assert (d["transport"], d["provider"], code) == ("ofi", "efa", 0), d["summary"]
+    assert not any(r["failure"] for r in d["ranks"])
+    code, d = check(tmp_path, [
+        "NCCL WARN NET/OFI Failed to initialize GDRCopy: Failed to open gdr handle",
+        "NCCL INFO GIN/Plugin: Loaded gin plugin Libfabric_GDAKI (v14)",
+        "NCCL INFO NET/OFI gin: Initializing",
+        "NCCL INFO GIN/Plugin: Failed to initialize any GIN plugin"])
+    assert d["transport"] != "failed", d["summary"]
+
+
 def test_init_line_elided_by_its_author_still_gives_the_communicator_size(tmp_path):
     # notes on a one-GPU probe of a B300 node: `ncclCommInitRankConfig ... rank 0 nranks 1
     # ... Init START`; a communicator of one rank moves nothing between nodes
