@@ -3302,6 +3302,7 @@ class _Judge:
         real = [p for p in procs if p.real]
         ident: dict[str, set[int]] = {}
         n_procs: Counter[str] = Counter()  # processes per host, rank line printed or not
+        gpus: dict[str, set[object]] = {}  # ... and the GPUs they name (see `whole`)
         split: set[str] = set()  # hosts whose processes are in different communicators
         ends: dict[str, set[int]] = {}  # the ends of the world a host's GPUs hold (see whole)
         unknown = 0
@@ -3316,6 +3317,7 @@ class _Judge:
                 continue
             seen = ident.setdefault(key, set())
             n_procs[key] += 1
+            gpus.setdefault(key, set()).add(p.dev if p.dev is not None else p)
             if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
                 mine = p.ranks_seen or ({p.rank} if p.rank is not None else set())
                 if mine & seen:  # one rank twice on a host: two communicators of that size
@@ -3362,10 +3364,15 @@ class _Judge:
         # paste kept ranks 0 and 7)
         # (or more than half of its ranks: nodes hold as many ranks each, so a host with
         # most of them is the only one; vllm#14025's TP=4 pod, whose paste kept ranks 1-3)
+        # (... counted by the GPUs its processes name, where they name several: two runs
+        # pasted one after the other give a host more processes than GPUs, nccl-tests#128's
+        # 2 x 4 GPUs with 5 processes each; where all name GPU 0, each saw one GPU, as in
+        # a container per rank, and processes count)
         whole = bool(ident) and not unknown and bool(world) and all(
             len(seen) >= world or (n_procs[key] >= world and key not in split)
             or (world > 1 and ends.get(key) == {0, world - 1} and key not in split)
-            or (world > 2 and 2 * max(len(seen), n_procs[key]) > world and key not in split)
+            or (world > 2 and 2 * max(len(seen), len(gpus[key]) if len(gpus[key]) > 1
+                                      else n_procs[key]) > world and key not in split)
             for key, seen in ident.items())
         if any(p.channels_cross() for p in procs):
             # Channels through the network prove traffic between hosts, unless one host,

@@ -3931,6 +3931,30 @@ def test_a_host_with_most_of_the_worlds_ranks_holds_the_world(tmp_path):
     assert d["transport"] == "socket" and d["inter_node"] is None, d["summary"]
 
 
+def test_two_runs_pasted_together_do_not_make_a_host_hold_the_world(tmp_path):
+    # nccl-tests#128's shape: a 2 x 4-GPU job's init (IB chosen, no rank lines), then the
+    # `Destroy COMPLETE` lines of another run (new pids) naming rank 0 on one host and
+    # rank 4 on the other. Each host shows 5 processes for a world of 8, but only 4 GPUs:
+    # half a world each, as two nodes hold
+    lines = []
+    for n, h in enumerate(("gpu-a17", "gpu-b03")):
+        for dev in range(4):
+            pid = 7000 + 100 * n + dev
+            lines += [L.info(h, pid, dev, m) for m in (
+                f"NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/RoCE [RO]; OOB ib0:10.1.0.{n + 1}<0>",
+                "Using network IB", f"Setting affinity for GPU {dev} to ffff,00000000")]
+    for n, h in enumerate(("gpu-a17", "gpu-b03")):
+        lines.append(L.info(h, 9000 + n, 0, f"comm 0x7f{n}0 rank {4 * n} nranks 8 cudaDev 0 "
+                                            "busId 1f000 - Destroy COMPLETE"))
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"], d["nodes"]) == ("ib", True, 2), d["summary"]
+    # one run on one host, 5 processes of 5 GPUs for a world of 8: most of it, the only host
+    one = [x for x in lines if x.startswith("gpu-a17")]
+    one.append(L.info("gpu-a17", 7004, 4, "Using network IB"))
+    code, d = check(tmp_path, one)
+    assert (d["transport"], d["inter_node"]) == ("none", False), d["summary"]
+
+
 def test_the_fallback_advice_names_the_ib_hca_setting_the_log_echoes(tmp_path):
     # a Slurm job over IPoIB (hubutui's committed outputs): NCCL_IB_HCA named a device whose
     # port was down, IB found no device and NCCL fell back; the image was not the cause
