@@ -649,7 +649,8 @@ _SOCKET_INIT_ECHO = re.compile(
 # Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 _STRIPPED_WARN = re.compile(
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
-    r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer)")
+    r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer|"
+    r"Unexpected number of remote rails)")
 # The topology's XML lacks what NCCL needs (a WARN: fatal; the same words at INFO are not)
 _TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 # A WARN that init.cc itself prints when init cannot go on (not its advice, such as RCCL's
@@ -3609,6 +3610,11 @@ class _Judge:
             attempted_s = _most_common(
                 k.value for p in self.all_procs if p.plugin and not p.plugin_failed
                 for k in (_net_kind(p.plugin),) if k is not None)
+        if failed and not attempted_s:
+            # ... else the network whose error such lines name (nccl#1913's `NET/OFI
+            # Unexpected number of remote rails ...`, pasted apart from the rank's chain)
+            attempted_s = _most_common(p.err_kind.value for p in self.all_procs
+                                       if p.err_kind is not None)
         attempted = Transport(attempted_s) if attempted_s else None
         on_t = [r for r in active if r.transport is transport]
         provider, provider_stack = self._job_provider(on_t)

@@ -3955,6 +3955,22 @@ def test_two_runs_pasted_together_do_not_make_a_host_hold_the_world(tmp_path):
     assert (d["transport"], d["inter_node"]) == ("none", False), d["summary"]
 
 
+def test_plugin_error_pasted_apart_from_the_chain_names_what_was_attempted(tmp_path):
+    # nccl#1913's shape: the rank's chain names no network (`transport/net.cc:476 -> 2`),
+    # and the plugin's WARNs, pasted below it without their prefix, say OFI
+    h = "efa-test-worker-0"
+    lines = [L.info(h, 19817, 0, m) for m in ("transport/net.cc:476 -> 2",
+                                              "transport/net.cc:1202 -> 2 [Async thread]")]
+    lines += ["Test NCCL failure all_reduce.cu:471 'internal error - please report this issue "
+              "to the NCCL developers'", ""]
+    lines += [f"NET/OFI Unexpected number of remote rails for dev {d}. Expected 3 but got 2"
+              for d in range(2)]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], code) == ("failed", "ofi", 1), d["summary"]
+    code, d = check(tmp_path, lines[:4])  # without them nothing says which network
+    assert (d["transport"], d["attempted"]) == ("failed", None), d["summary"]
+
+
 def test_the_fallback_advice_names_the_ib_hca_setting_the_log_echoes(tmp_path):
     # a Slurm job over IPoIB (hubutui's committed outputs): NCCL_IB_HCA named a device whose
     # port was down, IB found no device and NCCL fell back; the image was not the cause
