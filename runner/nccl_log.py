@@ -222,32 +222,37 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
 # address (`10.3.35.83: `), and aws-ofi-nccl's own logger in its test programs
-# (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22).
-# At most one alternative can match at a place (they start differently), and what follows
+# (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22),
+# and an indent (a markdown list's code block: `  NET/IB : Using [0]rocep1s0f1:1/RoCE`).
+# The indent comes last: an alternative that starts with blanks (` | `, ` 3: `) is tried
+# first, and one that fails after them (more than 4 blanks) matches after the indent. Else
+# at most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
 # never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
 _OUTER_HEAD_PLAIN = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
                      r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |"
                      r"> ?|#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |"
-                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: ){0,3}")
+                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |[ \t]{1,8}){0,3}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |"
-                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: ){0,3}+")
+                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |[ \t]{1,8}+){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[ |0-9A-Z>#]|nccl|comm |rank )"
+_BARE_START = r"(?=[\[ \t|0-9A-Z>#]|nccl|comm |rank |ibv_)"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
 _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+)?Pid[^\S\n]" + (
     # ... and the WARN of a socket that could not be set up, as PyTorch echoes it after
     # `Last error:` (see _SOCKET_INIT_ECHO)
-    r"|ncclSocketInit: connecting to |Bootstrap : no socket interface found")
+    r"|ncclSocketInit: connecting to |Bootstrap : no socket interface found"
+    # ... and a verbs call's WARN with neither prefix nor level (see _STRIPPED_WARN)
+    r"|(?:Call to )?ibv_\w{1,40} failed with ")
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
@@ -352,7 +357,8 @@ _BARE_MSG_HEADS = (
     r"(?:Using (?:network|internal Network) |NET/|NET : |Channel \d|Ring \d|comm (?:0x|rank \d)|"
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
-    r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/)")
+    r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/|"
+    r"(?:Call to )?ibv_\w+ failed with )")
 _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # NCCL <= 2.2 wrote no `NCCL` before the level: `gpu11:3412:3433 [0] INFO Using internal
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
@@ -648,6 +654,9 @@ _SOCKET_INIT_ECHO = re.compile(
     r"Bootstrap : no socket interface found)")
 # Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 _STRIPPED_WARN = re.compile(
+    # (NCCL's verbs wrapper: `Call to ibv_modify_qp failed with 110 Connection timed out, on
+    # dev rocep1s0f1:1, ...`, which write-ups quote without `NCCL WARN`)
+    r"(?:Call to )?ibv_\w+ failed with |"
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer|"
     r"Unexpected number of remote rails)")

@@ -2689,6 +2689,44 @@ def test_init_line_elided_by_its_author_still_gives_the_communicator_size(tmp_pa
     assert (d["transport"], d["world_size"]) == ("ib", 16), d["summary"]
 
 
+def test_a_verbs_call_s_warn_quoted_without_nccl_s_words_is_a_failed_ib_setup(tmp_path):
+    # write-ups of RoCE bring-ups quote NCCL's verbs wrapper without `NCCL WARN` (two DGX
+    # Sparks through a switch, GID types that differ; an RCCL cluster with no L2 path), some
+    # cut to `ibv_modify_qp failed with ...` and wrapped over lines
+    code, d = check(tmp_path, [
+        "Call to ibv_modify_qp failed with 110 Connection timed out, on dev rocep1s0f1:1, curr "
+        "state INIT, next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID "
+        "::ffff:10.0.0.2"])
+    assert (d["transport"], d["attempted"], code) == ("failed", "ib", 1), d["summary"]
+    code, d = check(tmp_path, ["ibv_modify_qp failed with 110 Connection timed out,",
+                               "remote GID ::ffff:169.254.60.178"])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+    # with NCCL's words it was read so already; a sentence that names a verbs tool is not one
+    code, d = check(tmp_path, ["nid1:7:7 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_modify_qp "
+                               "failed with 22 Invalid argument, on dev mlx5_0:1"])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+    code, d = check(tmp_path, ["ibv_devinfo failed to list the HCAs, see below"])
+    assert d["transport"] == "none"
+
+
+def test_bare_lines_in_an_indented_code_block(tmp_path):
+    # a markdown list's code block (a status report of two GB10 nodes; a fault-recovery
+    # README that killed a peer mid-run): the indent is no part of NCCL's line
+    code, d = check(tmp_path, [
+        "NCCL",
+        "  Transport: RDMA/RoCE (2 HCA(s))",
+        "  NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB "
+        "enp1s0f1np1:10.100.184.1<0>"])
+    assert d["transport"] == "ib", d["summary"]
+    code, d = check(tmp_path, ["\tUsing network IB", "\t  NET/IB : Using [0]mlx5_0:1/IB ; OOB "
+                               "ib0:10.0.0.1<0>"])
+    assert d["transport"] == "ib", d["summary"]
+    code, d = check(tmp_path, [
+        "  NET/IB: Got completion from peer 30.0.0.4<37215> with status=12 opcode=129 len=524288 "
+        "vendor err 129 (Recv) localGid ::ffff:30.0.0.3 remoteGidsfe80::1 hca mlx5_1"])
+    assert d["transport"] == "ib" and "link-failed" in {w["code"] for w in d["warnings"]}
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
