@@ -259,7 +259,7 @@ _PASS_PATTERNS = (
     # (`Test NCCL failure ...` is nccl-tests' line: found by its `NCCL failure`, so that
     # every branch starts with `NCCL `, which the engine then skips to as one literal)
     r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:\[Rank \d+\] )?(?:%s)|NCCL version \d|"
-    r"NCCL failure " % _MSG_HEADS,
+    r"NCCL failure |NCCL work: \d" % _MSG_HEADS,
     r"via (?:COLL)?NET/",  # channel and ring lines that cross nodes (and CollNet's)
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
@@ -401,6 +401,10 @@ _OUTER_PREFIXES = (
 # network error / ...'`), and the errors of it that are a network's (nccl-tests#36)
 _TESTS_FAILURE = re.compile(
     r"(?P<host>[\w.\-]*)(?: pid \d+)?: Test NCCL failure \S+:\d+ '(?P<err>[^'\n]{1,200})'")
+# PyTorch's watchdog: `... detected by watchdog at work: 89, last enqueued NCCL work: 89, last
+# completed NCCL work: 88.`: the job's collectives ran (before any work completes, older
+# releases print -1, or a huge number: an unset counter)
+_WORK_DONE = re.compile(r"last completed NCCL work: (\d{1,19})\b")
 _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|network error")
 # A paste whose newlines became spaces (GitHub's quote-reply of a rendered log: `> > [0] NCCL
 # INFO NET/IB : No device found. [0] NCCL INFO NET/Socket : Using [0]eth0:... [0] NCCL INFO
@@ -1165,7 +1169,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
-        "conn_seq", "comm_seq",
+        "conn_seq", "comm_seq", "work_done",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1241,6 +1245,7 @@ class _Proc:
         self.conn_seq = -1  # last error chain link through the transports' connection setup
         self.comm_seq = -1  # first communicator line of its init (not of its abort)
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
+        self.work_done = False  # PyTorch said NCCL work completed (set by _Judge)
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -1932,6 +1937,14 @@ class _Proc:
         both ways: stop 26's note.)"""
         if not self.err_msg:
             return None
+        if self.work_done and max(self.complete_seq, self.comm_seq, self.sel_seq,
+                                  self.conn_seq, self.init_chain_seq) < 0:
+            # PyTorch's watchdog says the job's NCCL work had completed (`last completed
+            # NCCL work: 88`), and nothing of this process's own says init was under way:
+            # its errors are a running job's (a GKE job whose node was killed after 88
+            # all-reduces, NCCL_DEBUG=WARN: `socketProgress: Connection closed by remote
+            # peer`, the proxy's sockets closing)
+            return self.err_msg
         if self.link_seq < 0 or not _LINK_ERROR.search(self.err_msg):
             # (or any network error the progress thread passed up: from NCCL 2.19 on it
             # moves data on links that are up, and the proxy's service thread sets them up;
@@ -2291,6 +2304,7 @@ class LogAnalyser:
         self._log_env: dict[str, set[str]] = {}  # NCCL_*/FI_* settings a job script echoed
         self._binary_sources: list[str] = []
         self._cut_sources: list[str] = []  # "<source>: why its data ended early"
+        self._work_done = False  # PyTorch's watchdog: `last completed NCCL work: N`, N >= 1
         # source -> text before " NCCL " -> its process: a prefix is parsed once
         self._prefixes: dict[str, dict[str, _Proc]] = {}
         self._n_prefixes = 0
@@ -2669,6 +2683,11 @@ class LogAnalyser:
     def _piece(self, text: str, src: str) -> None:
         # Most lines come from a process seen before, with its prefix: skip to its message.
         i = text.find(" NCCL ")
+        if i >= 0 and text.startswith("work: ", i + 6):  # PyTorch's watchdog (_WORK_DONE)
+            w = _WORK_DONE.search(text)
+            if w and 0 < int(w.group(1)) < 1 << 32:
+                self._work_done = True
+            return
         if i < 0 and "Rank" in text:
             t = _TESTS_RANK.search(text)
             if t:
@@ -3240,6 +3259,9 @@ class _Judge:
         self.a = a
         procs = _plugin_given_up(_bootstrap_only(_merge_cut_hosts(list(a._procs.values()))))
         self.all_procs = procs
+        if a._work_done:
+            for p in procs:
+                p.work_done = True
         # NCCL lines without NCCL's prefix and without a launcher prefix, in a file that has
         # prefixed lines, are tails of cut lines: their facts count for the job, but they do
         # not make a rank of their own.
@@ -3801,9 +3823,12 @@ class _Judge:
                     "then a send met a receive of another size (ranks called a collective "
                     "with different sizes or out of step: the application's bug, not the "
                     "network's)")
+            chose = (f"NCCL chose {broke[0].selected_label} and connected"
+                     if broke[0].selected is not Transport.NONE else
+                     "the log does not name the network NCCL chose")
             self.warn("link-failed",
                       f"{what}, on {_frac(len(broke), total)} ranks ({broke[0].link_error}): "
-                      f"NCCL chose {broke[0].selected_label} and connected; {how}")
+                      f"{chose}; {how}")
         gave_up = [r for r in ranks if r.plugin_failed and r.transport is not Transport.FAILED]
         if gave_up:
             went = sorted({r.selected_label for r in gave_up if r.selected is not Transport.NONE})

@@ -87,6 +87,8 @@ EDGES = [
     b"Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1,",
     b"ibv_modify_qp failed with 110 Connection timed out,",  # a write-up's cut of it
     b"ibv_devinfo lists no device",  # none
+    b"[rank0]:[E724 06:56:39 ProcessGroupNCCL.cpp:1795] detected by watchdog at work: 89, last "
+    b"enqueued NCCL work: 89, last completed NCCL work: 88.",  # PyTorch's count of NCCL work
 ]
 
 

@@ -2727,6 +2727,36 @@ def test_bare_lines_in_an_indented_code_block(tmp_path):
     assert d["transport"] == "ib" and "link-failed" in {w["code"] for w in d["warnings"]}
 
 
+def test_pytorch_s_count_of_completed_nccl_work_means_init_was_done(tmp_path):
+    # a node killed mid-run (NCCL_DEBUG=WARN, so no network line): PyTorch's watchdog says
+    # 88 all-reduces completed, then the survivor's sockets to it close. A running job's
+    # break, not a failed init
+    h, peer = "gke-a3-high-pool-njnx", "gke-a3-high-pool-zcn4.internal<55912>"
+
+    def log(completed: str) -> list[str]:
+        return ["NCCL version 2.22.3+cuda12.6",
+                "[rank0]:[E724 06:56:39.48 ProcessGroupNCCL.cpp:542] [Rank 0] Collective "
+                "WorkNCCL(SeqNum=89, OpType=ALLREDUCE, Timeout(ms)=90000) raised the following "
+                "async exception: NCCL error: remote process exited or there was a network error",
+                "[rank0]:[E724 06:56:39.48 ProcessGroupNCCL.cpp:1795] [PG ID 0 PG GUID 0"
+                "(default_pg) Rank 0] Exception (either an error or timeout) detected by "
+                f"watchdog at work: 89, last enqueued NCCL work: 89, last completed NCCL work: "
+                f"{completed}."] + [
+            x for _ in range(3) for x in L.warn(h, 110, 0, "socketProgress: Connection closed "
+                                                         f"by remote peer {peer}",
+                                                  where="misc/socket.cc:50")]
+
+    code, d = check(tmp_path, log("88"))
+    assert (d["transport"], code) == ("none", 0), d["summary"]
+    says = {w["code"]: w["message"] for w in d["warnings"]}
+    assert "Connection closed by remote peer" in says["link-failed"], says
+    assert "the log does not name the network NCCL chose" in says["link-failed"]
+    # none completed (older releases print -1, or an unset counter's huge number): as before
+    for none_done in ("-1", "1081146416430583048"):
+        code, d = check(tmp_path, log(none_done))
+        assert d["transport"] == "failed", (none_done, d["summary"])
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
