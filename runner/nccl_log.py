@@ -587,6 +587,7 @@ _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
 # Google's A3 Ultra / A4; NVIDIA's Spectrum-X `NET/SPCX`): read as NET/IB's
 _IB_ALIASES = ("NET/gIB", "NET/SPCX")
+_IB_ALIAS_NAME = re.compile(r"^NET/(?:gIB|SPCX)\w*")
 # Only the socket transport's own WARNs (net_socket.cc: `NET/Socket : ...`) name it. NCCL's
 # socket helper (misc/socket.cc, include/socket.h, os/linux.cc; a plugin's socket.c) serves
 # the bootstrap, the proxy and every transport's connection setup, so its WARNs
@@ -1360,8 +1361,8 @@ class _Proc:
             return
         c = msg[0]
         if c == "N":
-            if msg.startswith(_IB_ALIASES):
-                msg = "NET/IB" + msg[msg.index(" ") if " " in msg else len(msg):]
+            if msg.startswith(_IB_ALIASES):  # (its name only: `NET/gIB: IbDev 6 ...`)
+                msg = _IB_ALIAS_NAME.sub("NET/IB", msg, 1)
             self._take_n(msg, seq)
         elif c == "U":
             m = _USING_NETWORK.match(msg)

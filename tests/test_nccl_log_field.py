@@ -2757,6 +2757,19 @@ def test_pytorch_s_count_of_completed_nccl_work_means_init_was_done(tmp_path):
         assert d["transport"] == "failed", (none_done, d["summary"])
 
 
+def test_gib_queue_pair_line_says_ib(tmp_path):
+    # Google's gIB plugin (A4, Ray on GKE): the one NCCL line a results paste kept is a queue
+    # pair's, its name glued to its colon and the line cut. The alias was renamed up to the
+    # first blank, which took the colon with it
+    code, d = check(tmp_path, [
+        "(Worker pid=3590, ip=10.48.4.17) a4-ray-worker-pbkpw:3590:3778 [6] NCCL INFO NET/gIB: "
+        "IbDev 6 Port 1 qpn 2440 se", "  Tensor 0 (originally on cuda:0): tensor([24., 24.])"])
+    assert d["transport"] == "ib", d["summary"]
+    code, d = check(tmp_path, [L.info("gke-w-1", 3704, 0, "NET/gIB : Using [0]mlx5_0:1/RoCE [1]"
+                                                          "mlx5_1:1/RoCE ; OOB eth0:10.52.2.7<0>")])
+    assert d["transport"] == "ib" and d["ranks"][0]["ib_devices"] == ["mlx5_0:1", "mlx5_1:1"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
