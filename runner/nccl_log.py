@@ -263,7 +263,9 @@ _PASS_PATTERNS = (
     r"via (?:COLL)?NET/",  # channel and ring lines that cross nodes (and CollNet's)
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
-    r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:-> -?\d|WARN )",
+    # (NCCL >= 2.28 names the function: `init.cc:1565 (initTransportsRank) -> 2`)
+    r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:\([\w:~]{1,80}\) )?"
+    r"(?:-> -?\d|WARN )",
     r"(?m)\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _BARE_HEADS),  # stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
@@ -358,7 +360,9 @@ _BARE_MSG_HEADS = (
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
     r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/|"
-    r"(?:Call to )?ibv_\w+ failed with )")
+    r"(?:Call to )?ibv_\w+ failed with |"
+    # an error chain's line (`init.cc:1565 (initTransportsRank) -> 2`, a write-up's quote)
+    r"[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?-> -?\d)")
 _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # NCCL <= 2.2 wrote no `NCCL` before the level: `gpu11:3412:3433 [0] INFO Using internal
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
@@ -514,7 +518,8 @@ _ENV_ASSIGN = re.compile(
     r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)=(?P<q>['\"]?)(?P<value>[^\s'\"]*)(?P=q)")
 _NET_NOT_FOUND = re.compile(r"\bnetwork (?P<name>.*?) ?not found")
 _CHAIN = re.compile(
-    r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) -> (?P<code>-?\d+)(?P<rest>.*)")
+    r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) (?:\([\w:~]+\) )?"
+    r"-> (?P<code>-?\d+)(?P<rest>.*)")
 # An error chain reaching init.cc/group.cc: the communicator's init returned an error.
 _TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
 _INIT_FILE = re.compile(r"(?:^|/)init\.c[cu]?$")  # (group.cc ends a running job's calls too)
@@ -1551,9 +1556,12 @@ class _Proc:
 
     def _weak_default(self, kind: Transport, seq: int) -> None:
         """A weak choice from a line that only shows a network in use (a plugin's own init
-        line, IB's GPUDirect check), taken only where no device line chose before it."""
+        line, IB's GPUDirect check), taken only where no device line chose before it. After
+        an error passed up to init, it says which network init was setting up, not that a
+        choice came after the failure: it is placed before it (a write-up's two blocks, the
+        failed chain first, then `NET/IB : GPU Direct RDMA Disabled for HCA 0`)."""
         if self.weak_kind is None:
-            self._weak(kind, seq)
+            self._weak(kind, seq if self.top_seq < 0 else 0)
             self.weak_in_use = True
 
     def without_weak_choice(self) -> "_Proc":

@@ -89,6 +89,9 @@ EDGES = [
     b"ibv_devinfo lists no device",  # none
     b"[rank0]:[E724 06:56:39 ProcessGroupNCCL.cpp:1795] detected by watchdog at work: 89, last "
     b"enqueued NCCL work: 89, last completed NCCL work: 88.",  # PyTorch's count of NCCL work
+    b"w3:2736:2736 [0] NCCL INFO init.cc:1558 (initTransportsRank) -> 1",  # NCCL >= 2.28
+    b"transport/net.cc:1006 (sendProxyConnect) -> 2",  # ... quoted bare
+    b"init.cc:1558 (initTransportsRank) ok",  # none
 ]
 
 
@@ -106,7 +109,7 @@ def test_the_same_lines_as_the_python_passes(finder):
     assert missed == [EDGES[1], EDGES[2], EDGES[5], EDGES[6], EDGES[10],
                       b"XFI_ only", b"#", b"  WARN NCCL",
                       b"Channel 02/32 :    0 then text", b"# Using devices",
-                      b"ibv_devinfo lists no device"]
+                      b"ibv_devinfo lists no device", b"init.cc:1558 (initTransportsRank) ok"]
 
 
 def test_the_looser_bare_pass_is_confirmed(finder):

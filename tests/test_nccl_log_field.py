@@ -2770,6 +2770,27 @@ def test_gib_queue_pair_line_says_ib(tmp_path):
     assert d["transport"] == "ib" and d["ranks"][0]["ib_devices"] == ["mlx5_0:1", "mlx5_1:1"]
 
 
+def test_error_chains_that_name_their_function(tmp_path):
+    # NCCL >= 2.28 prints the function in its chain lines: `init.cc:1565 (initTransportsRank)
+    # -> 2` (a vLLM worker's NVLS setup; two DGX Sparks whose DMA-BUF registration failed)
+    h = "spark-01"
+    head = [L.info(h, 2736, 0, m) for m in ("NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB "
+                                            "enp1s0f1np1:10.0.0.1<0>", "Using network IB")]
+    chain = [L.info(h, 2736, 0, m) for m in ("transport/net.cc:1006 (sendProxyConnect) -> 2",
+                                             "init.cc:1565 (initTransportsRank) -> 2",
+                                             "init.cc:1921 (ncclCommInitRankFunc) -> 2")]
+    code, d = check(tmp_path, head + chain)
+    assert (d["transport"], d["attempted"], code) == ("failed", "ib", 1), d["summary"]
+    # quoted without any prefix, the WARN first, then a line of IB's set-up the author kept
+    code, d = check(tmp_path, [
+        "misc/ibvwrap.cc:213 (wrap_ibv_reg_mr_iova2) NCCL WARN Call to ibv_reg_mr_iova2 failed "
+        "with error Cannot allocate memory",
+        "transport/net_ib/reg.cc:81 (ncclIbRegMrDmaBufInternal) -> 2",
+        "transport/net.cc:1006 (sendProxyConnect) -> 2", "init.cc:1565 (initTransportsRank) -> 2",
+        "", "NET/IB : GPU Direct RDMA Disabled for HCA 0 'rocep1s0f1'"])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
