@@ -362,7 +362,9 @@ _BARE_MSG_HEADS = (
     r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/|"
     r"(?:Call to )?ibv_\w+ failed with |"
     # an error chain's line (`init.cc:1565 (initTransportsRank) -> 2`, a write-up's quote)
-    r"[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?-> -?\d)")
+    r"[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?-> -?\d|"
+    # libfabric's EFA provider, just before it aborts the process (see _STRIPPED_WARN)
+    r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value))")
 _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # NCCL <= 2.2 wrote no `NCCL` before the level: `gpu11:3412:3433 [0] INFO Using internal
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
@@ -667,6 +669,10 @@ _STRIPPED_WARN = re.compile(
     # (NCCL's verbs wrapper: `Call to ibv_modify_qp failed with 110 Connection timed out, on
     # dev rocep1s0f1:1, ...`, which write-ups quote without `NCCL WARN`)
     r"(?:Call to )?ibv_\w+ failed with |"
+    # (libfabric's EFA provider as it opens an endpoint, then abort(): `FI_EFA_USE_DEVICE_RDMA=1
+    # was set by user, but EFA device has no rdma-read capability.  Application will
+    # abort().`, a g5 whose EFA has no RDMA read; efa_rdm_get_use_device_rdma)
+    r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value)|"
     r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
     r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer|"
     r"Unexpected number of remote rails)")

@@ -2791,6 +2791,21 @@ def test_error_chains_that_name_their_function(tmp_path):
     assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
 
 
+def test_libfabric_efa_aborting_at_endpoint_open_fails_the_ofi_init(tmp_path):
+    # two g5s with one EFA each: aws-ofi-nccl chose efa, then libfabric's EFA provider found
+    # no RDMA read on the device that FI_EFA_USE_DEVICE_RDMA=1 asked for, and called abort()
+    # (a write-up's two blocks, its author's wrap kept)
+    lines = ["NET/OFI Selected provider is efa, fabric is efa (found 1 nics)",
+             "NET/OFI NIC group 0 device #0 0000:00:1d.0", "",
+             "FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no",
+             "rdma-read capability.  Application will abort()."]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], d["provider"]) == ("failed", "ofi", "efa"), d["summary"]
+    # the setting echoed by a job script is no failure
+    code, d = check(tmp_path, lines[:2] + ["export FI_EFA_USE_DEVICE_RDMA=1"])
+    assert d["transport"] == "ofi", d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
