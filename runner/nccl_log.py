@@ -209,7 +209,8 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d|<\w+> rank)|"
               r"ncclComm|Bootstrap|Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|"
-              r"NCCL_IB_HCA set to |(?:socket(?:Poll|Start)Connect: c|Call to c)onnect returned |"
+              r"NCCL_IB_HCA set to |(?:socket(?:Poll|Start)Connect: c|Call to c)onnect "
+              r"(?:to [^\s<]{1,80}<\d{1,5}> )?returned |"
               r"Assigned NET plugin|Initialized NET plugin|Failed to initialize|P2P plugin |"
               r"rank \d+ nranks|[NR]CCL version|[A-Z][A-Z0-9_]* set by environment|"
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
@@ -673,9 +674,12 @@ _STRIPPED_WARN = re.compile(
     # was set by user, but EFA device has no rdma-read capability.  Application will
     # abort().`, a g5 whose EFA has no RDMA read; efa_rdm_get_use_device_rdma)
     r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value)|"
-    r"NET/(?:OFI|IB)\b.*(?:completed with error|Couldn't (?:open|create|get|find|register)|"
-    r"[Uu]nable to (?:register|create|open)|failed with error|Got completion from peer|"
-    r"Unexpected number of remote rails)")
+    # (and GKE's TCPX plugin registering GPU memory: `NET/GPUDirectTCPX : gpu_tx_reg_mr failed
+    # -5`, a runbook's quote of a tier where every rank died so)
+    r"NET/(?:OFI|IB|GPUDirectTCPX\w*)\b.*(?:completed with error|"
+    r"Couldn't (?:open|create|get|find|register)|[Uu]nable to (?:register|create|open)|"
+    r"failed with error|Got completion from peer|Unexpected number of remote rails|"
+    r"reg_mr failed)")
 # The topology's XML lacks what NCCL needs (a WARN: fatal; the same words at INFO are not)
 _TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 # A WARN that init.cc itself prints when init cannot go on (not its advice, such as RCCL's
@@ -1507,9 +1511,16 @@ class _Proc:
     def _take_channel(self, msg: str, at: int, seq: int) -> None:
         """`Channel 00/0 : 0[0] -> 4[0] [receive] via NET/AWS Libfabric/7/GDRDMA` (also
         `Ring 00 : 7 -> 8 [receive] via NET/IB/0`); `at` is where the network name starts.
-        A name is taken only if `/<index>` follows it (else the line was cut)."""
+        A name is taken only if `/<index>` follows it (else the line was cut), or if the
+        line ends with a whole known name (`... -> 4[b0000] via NET/Socket`: a guide's
+        quote that left the index out)."""
         end = msg.find("/", at)
-        if end < 0 or not msg[end + 1:end + 2].isdigit():
+        if end < 0:
+            whole = msg[at:].rstrip(" .,;")
+            if _net_kind(whole) is None:
+                return
+            end = at + len(whole)
+        elif not msg[end + 1:end + 2].isdigit():
             return
         name = msg[at:end]
         if name in self.via_nets or _net_kind(name) is not None:

@@ -92,6 +92,8 @@ EDGES = [
     b"w3:2736:2736 [0] NCCL INFO init.cc:1558 (initTransportsRank) -> 1",  # NCCL >= 2.28
     b"transport/net.cc:1006 (sendProxyConnect) -> 2",  # ... quoted bare
     b"init.cc:1558 (initTransportsRank) ok",  # none
+    b"h:1:1 [0] NCCL INFO socketPollConnect: connect to 10.0.0.2<43893> returned No route to "
+    b"host, retrying (1/34) after sleep for 100 msec",  # a retry that names its peer
 ]
 
 

@@ -2806,6 +2806,25 @@ def test_libfabric_efa_aborting_at_endpoint_open_fails_the_ofi_init(tmp_path):
     assert d["transport"] == "ofi", d["summary"]
 
 
+def test_tcpx_registration_failure_quoted_bare_fails_the_socket_plugin(tmp_path):
+    # a GKE runbook's tier where every rank died registering GPU memory with TCPX: the
+    # plugin's lines quoted without prefix or level; its WARN reads failed, attempted socket
+    lines = ["NET/GPUDirectTCPX : ioctl get dma_buf frags: Inappropriate ioctl for device",
+             "NET/GPUDirectTCPX : gpu_tx_reg_mr failed -5",
+             "Error encountered progressing operation=Connect, res=3"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], code) == ("failed", "socket", 1), d["summary"]
+
+
+def test_a_channel_line_that_left_its_index_out_still_names_a_whole_network(tmp_path):
+    # a guide's example of a job that crossed nodes over Ethernet: `via NET/Socket` with the
+    # index trimmed; a name cut short (`via NET/Soc`) still names nothing
+    code, d = check(tmp_path, ["Ring 00 : 3[b0000] -> 4[b0000] via NET/Socket"])
+    assert (d["transport"], d["inter_node"]) == ("socket", True), d["summary"]
+    code, d = check(tmp_path, ["nid1:7:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] via NET/Soc"])
+    assert d["transport"] == "none", d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
