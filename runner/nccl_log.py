@@ -633,6 +633,10 @@ _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # (SHARP failing is CollNet failing: NCCL goes on point-to-point)
                          r"^NET/IB ?: SHARP coll init error|"
                          r"^Failed to open libibverbs|" +
+                         # (NCCL's cudawrap.cc probing cuMem: the device lacks VMM, so NCCL
+                         # goes without its cuMem path; printed beside the real fault on
+                         # consumer Radeons, whose RCCL kernels then fail to launch)
+                         r"^cuMem support requires VMM RDMA support|" +
                          # (aws-ofi-nccl without /dev/gdrdrv: GDRCopy only speeds up small
                          # copies, and GIN goes without it; healthy EFA runs print it, and
                          # AWS's own EKS notes call it benign)

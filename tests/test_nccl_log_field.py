@@ -2825,6 +2825,22 @@ def test_a_channel_line_that_left_its_index_out_still_names_a_whole_network(tmp_
     assert d["transport"] == "none", d["summary"]
 
 
+def test_cumem_probe_warn_is_no_network_failure(tmp_path):
+    # NCCL's (RCCL's) cuMem capability probe warns and goes without cuMem; on two consumer
+    # Radeons the real fault is the kernel launch after it (no PCIe atomics, no hostcall)
+    lines = ["NCCL WARN HIP failure 'the operation cannot be performed in the present state'",
+             "  at .../src/enqueue.cc:2061", "NCCL WARN cuMem support requires VMM RDMA support"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none", d["summary"]
+    # in a job that chose IB and completed init, it fails nothing either
+    h = "gpu-a1"
+    code, d = check(tmp_path, [L.info(h, 7, 0, m) for m in (
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", "Using network IB")] + L.warn(
+        h, 7, 0, "cuMem support requires VMM RDMA support", where="misc/cudawrap.cc:98") + [
+        L.info(h, 7, 0, "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA")])
+    assert (d["transport"], code) == ("ib", 0), d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
