@@ -474,7 +474,9 @@ _ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
 _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
 _ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
 _NET_USING = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?Using (?P<rest>.*)")
-_IB_DEVICE = re.compile(r"\[\d+\] ?(?P<dev>[\w.\-]+:\d+)/(?:IB|RoCE)(?:/SHARP)?(?=[\s;]|$)")
+# (an author may condense the list: `[0..7]mlx5_bond_*:1/RoCE`, eight bonded RoCE ports)
+_IB_DEVICE = re.compile(
+    r"\[\d+(?:\.\.\d+)?\] ?(?P<dev>[\w.\-]+\*?:\d+)/(?:IB|RoCE)(?:/SHARP)?(?=[\s;]|$)")
 _UVERBS = re.compile(r":uverbs\d+(?=:)")
 _IB_DEVICE_LINE = re.compile(r"^NET/IB\w* ?: ?\[\d+\] ?(?P<dev>[\w.\-]+(?::[\w.\-]+)?:\d+)/(?:IB|RoCE)\b")
 _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b")

@@ -2841,6 +2841,15 @@ def test_cumem_probe_warn_is_no_network_failure(tmp_path):
     assert (d["transport"], code) == ("ib", 0), d["summary"]
 
 
+def test_a_device_list_an_author_condensed_still_names_ib(tmp_path):
+    # notes on a 4 x 8 H800 RoCE run: `[0..7]mlx5_bond_*:1/RoCE` for eight bonded ports
+    code, d = check(tmp_path, [
+        "NET/IB : Using [0..7]mlx5_bond_*:1/RoCE [RO]; OOB eth0:<private-ip><0>",
+        "NET/IB : GPU Direct RDMA (nvidia-peermem) enabled",
+        "ncclCommInitRankConfig comm 0x... rank 0 nranks 32 cudaDev 0 - Init COMPLETE"])
+    assert d["transport"] == "ib" and d["ranks"][0]["ib_devices"] == ["mlx5_bond_*:1"], d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
