@@ -46,19 +46,25 @@ def throughput_png(rep: RunReport, baseline: RunReport | None = None) -> bytes:
     runs = ([("baseline", baseline)] if baseline is not None else []) + [("run", rep)]
     colours = {"baseline": "tab:gray", "run": "tab:blue"}
     epochs_all: set[int] = set()
+    top = 0.0  # the highest value drawn
     for role, r in runs:
         points = per_epoch_throughput(r.training)
         label = f"{'baseline: ' if role == 'baseline' else ''}{r.config.label}"
         if points:
             xs, ys = zip(*points)
             epochs_all.update(xs)
+            top = max(top, *ys)
             ax.plot(xs, ys, marker="o", linewidth=2, markersize=7, color=colours[role], label=label)
         if r.overall is not None:
+            top = max(top, r.overall.images_per_s)
             ax.axhline(r.overall.images_per_s, linestyle="--", linewidth=1, color=colours[role],
                        label=f"{label} overall {r.overall.images_per_s:.1f}/s")
     ax.set_xlabel("epoch")
     ax.set_ylabel("images/s")
-    ax.set_ylim(bottom=0)
+    # Headroom above the highest value: autoscaling pads by the data's own range, so epochs
+    # of nearly equal speed (1200.0 and 1200.5 images/s) drew their line on the top spine,
+    # hidden by it.
+    ax.set_ylim(0, top * 1.15 if 0 < top < float("inf") else None)
     if epochs_all:
         ax.set_xticks(sorted(epochs_all))
     ax.set_title(f"Training throughput: {rep.run_dir.resolve().name}")

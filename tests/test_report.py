@@ -161,6 +161,24 @@ def test_throughput_png_is_a_drawn_image(runs, tmp_path):
     _assert_not_blank(png, TAB_BLUE)
 
 
+def test_throughput_line_of_epochs_of_equal_speed_is_not_hidden(runs, tmp_path):
+    # two epochs within 0.05 % of each other: autoscaling padded by their own range put the
+    # line on the top spine, which hid it (a CI run's epochs happened to be that close)
+    copy = tmp_path / "run"
+    shutil.copytree(runs["run"], copy, ignore=shutil.ignore_patterns("report", "checkpoints"))
+    records = [json.loads(x) for x in (copy / "metrics.jsonl").read_text().splitlines() if x]
+    speeds = iter((1200.0, 1200.5))
+    for r in records:
+        if r["event"] == "epoch":
+            r["images_per_s"] = next(speeds)
+        elif r["event"] == "summary":  # overall: between them, as it is
+            r["images_per_s"], r["time_s"] = 1200.2, r["images"] / 1200.2
+    (copy / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = _report(copy, "--output", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    _assert_not_blank(tmp_path / "out" / "throughput.png", TAB_BLUE, min_colour_px=1000)
+
+
 def test_report_falls_back_to_log_lines(runs, tmp_path):
     """Without metrics.jsonl the same numbers come from the `fabrikit-train:` log lines."""
     copy = tmp_path / "run"
