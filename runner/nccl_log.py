@@ -245,6 +245,15 @@ if sys.version_info >= (3, 11):
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
 _BARE_START = r"(?=[\[ \t|0-9A-Z>#]|nccl|comm |rank |ibv_)"
+# Two WARNs that write-ups quote with neither prefix nor level, read as those WARNs (the bare
+# pass finds them, _BARE_MSG_HEADS routes them, _STRIPPED_WARN makes them WARNs): NCCL's
+# verbs wrapper (`Call to ibv_modify_qp failed with 110 Connection timed out, on dev
+# rocep1s0f1:1, ...`), and libfabric's EFA provider opening an endpoint, then calling
+# abort() (`FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read
+# capability.  Application will abort().`, a g5; efa_rdm_get_use_device_rdma; its `FI_`
+# is what the settings pass finds)
+_VERBS_FAILED = r"(?:Call to )?ibv_\w{1,40} failed with "
+_EFA_ABORTS = r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value)"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
 # every reader of the passes: the block scan, feed(), and hyperscan in runner/fast_scan.py)
@@ -252,8 +261,8 @@ _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+
     # ... and the WARN of a socket that could not be set up, as PyTorch echoes it after
     # `Last error:` (see _SOCKET_INIT_ECHO)
     r"|ncclSocketInit: connecting to |Bootstrap : no socket interface found"
-    # ... and a verbs call's WARN with neither prefix nor level (see _STRIPPED_WARN)
-    r"|(?:Call to )?ibv_\w{1,40} failed with ")
+    # ... and a verbs call's WARN with neither prefix nor level
+    r"|" + _VERBS_FAILED)
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
@@ -361,11 +370,9 @@ _BARE_MSG_HEADS = (
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
     r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/|"
-    r"(?:Call to )?ibv_\w+ failed with |"
     # an error chain's line (`init.cc:1565 (initTransportsRank) -> 2`, a write-up's quote)
     r"[\w./\-]+\.(?:cc|cu|c|cpp|h):\d+ (?:\([\w:~]+\) )?-> -?\d|"
-    # libfabric's EFA provider, just before it aborts the process (see _STRIPPED_WARN)
-    r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value))")
+    + _VERBS_FAILED + "|" + _EFA_ABORTS + ")")
 _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # NCCL <= 2.2 wrote no `NCCL` before the level: `gpu11:3412:3433 [0] INFO Using internal
 # Network IB`, `gpu11:3412:3433 [1] misc/ibvwrap.cu:60 WARN Failed to open libibverbs.so`.
@@ -597,7 +604,7 @@ _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
 # Google's A3 Ultra / A4; NVIDIA's Spectrum-X `NET/SPCX`): read as NET/IB's
 _IB_ALIASES = ("NET/gIB", "NET/SPCX")
-_IB_ALIAS_NAME = re.compile(r"^NET/(?:gIB|SPCX)\w*")
+_IB_ALIAS_NAME = re.compile(r"^(?:%s)\w*" % "|".join(_IB_ALIASES))  # (and any suffix)
 # Only the socket transport's own WARNs (net_socket.cc: `NET/Socket : ...`) name it. NCCL's
 # socket helper (misc/socket.cc, include/socket.h, os/linux.cc; a plugin's socket.c) serves
 # the bootstrap, the proxy and every transport's connection setup, so its WARNs
@@ -673,15 +680,9 @@ _SOCKET_INIT_ECHO = re.compile(
     r"Bootstrap : no socket interface found)")
 # Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 _STRIPPED_WARN = re.compile(
-    # (NCCL's verbs wrapper: `Call to ibv_modify_qp failed with 110 Connection timed out, on
-    # dev rocep1s0f1:1, ...`, which write-ups quote without `NCCL WARN`)
-    r"(?:Call to )?ibv_\w+ failed with |"
-    # (libfabric's EFA provider as it opens an endpoint, then abort(): `FI_EFA_USE_DEVICE_RDMA=1
-    # was set by user, but EFA device has no rdma-read capability.  Application will
-    # abort().`, a g5 whose EFA has no RDMA read; efa_rdm_get_use_device_rdma)
-    r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value)|"
-    # (and GKE's TCPX plugin registering GPU memory: `NET/GPUDirectTCPX : gpu_tx_reg_mr failed
-    # -5`, a runbook's quote of a tier where every rank died so)
+    _VERBS_FAILED + "|" + _EFA_ABORTS + "|"
+    # (and the plugins' own, GKE's TCPX plugin registering GPU memory among them:
+    # `NET/GPUDirectTCPX : gpu_tx_reg_mr failed -5`, a runbook's tier where every rank died)
     r"NET/(?:OFI|IB|GPUDirectTCPX\w*)\b.*(?:completed with error|"
     r"Couldn't (?:open|create|get|find|register)|[Uu]nable to (?:register|create|open)|"
     r"failed with error|Got completion from peer|Unexpected number of remote rails|"
