@@ -20,12 +20,13 @@ from typing import IO, Callable
 
 from runner.errors import UserError
 
-# magic bytes -> (format's name, the command that decompresses it to stdout)
-_FORMATS: tuple[tuple[bytes, str, str], ...] = (
-    (b"\x1f\x8b", "gzip", "gzip -dc"),
-    (b"BZh", "bzip2", "bzip2 -dc"),
-    (b"\xfd7zXZ\x00", "xz", "xz -dc"),
-    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc"),
+# magic bytes -> (format's name, the command that decompresses it to stdout); bzip2's
+# `BZh` is text, so its block size digit (1-9) is part of it
+_FORMATS: tuple[tuple[tuple[bytes, ...], str, str], ...] = (
+    ((b"\x1f\x8b",), "gzip", "gzip -dc"),
+    (tuple(b"BZh%d" % n for n in range(1, 10)), "bzip2", "bzip2 -dc"),
+    ((b"\xfd7zXZ\x00",), "xz", "xz -dc"),
+    ((b"\x28\xb5\x2f\xfd",), "zstd", "zstd -dc"),
 )
 _SNIFF_BYTES = 6  # the longest magic above
 _PIECE_BYTES = 1 << 18  # decompressed bytes asked for at a time
