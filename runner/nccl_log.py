@@ -224,24 +224,25 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
 # address (`10.3.35.83: `), and aws-ofi-nccl's own logger in its test programs
 # (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22),
-# and an indent (a markdown list's code block: `  NET/IB : Using [0]rocep1s0f1:1/RoCE`).
-# The indent comes last: an alternative that starts with blanks (` | `, ` 3: `) is tried
-# first, and one that fails after them (more than 4 blanks) matches after the indent. Else
-# at most one alternative can match at a place (they start differently), and what follows
+# all after an indent (a markdown list's code block: `  NET/IB : Using [0]rocep1s0f1:1/RoCE`;
+# outside the repeat, which it would slow by a tenth on lines that carry a tag; the
+# alternatives that start with blanks, ` | ` and ` 3: `, match after it with none).
+# At most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
 # never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
-_OUTER_HEAD_PLAIN = (r"(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?| {0,4}\| [^|\n]{0,40}\| ?|"
-                     r" {0,4}\d{1,6}: ?|\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |"
-                     r"> ?|#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |"
-                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |[ \t]{1,8}){0,3}")
+_OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
+                     r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
+                     r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
+                     r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |"
+                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: ){0,3}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
-    _OUTER_HEAD = (r"(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
+    _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |"
-                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |[ \t]{1,8}+){0,3}+")
+                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: ){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
 _BARE_START = r"(?=[\[ \t|0-9A-Z>#]|nccl|comm |rank |ibv_)"
@@ -252,7 +253,9 @@ _BARE_START = r"(?=[\[ \t|0-9A-Z>#]|nccl|comm |rank |ibv_)"
 # abort() (`FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read
 # capability.  Application will abort().`, a g5; efa_rdm_get_use_device_rdma; its `FI_`
 # is what the settings pass finds)
-_VERBS_FAILED = r"(?:Call to )?ibv_\w{1,40} failed with "
+# (two branches, not an optional `Call to `: the regex engine then tests each by its first
+# character, which keeps the bare pass as cheap as before it had them)
+_VERBS_FAILED = r"Call to ibv_\w{1,40} failed with |ibv_\w{1,40} failed with "
 _EFA_ABORTS = r"FI_EFA_USE_DEVICE_RDMA(?:=\d)? was set (?:by user|to an invalid value)"
 # ... and nccl-tests' rank table without its `#` (see _TESTS_RANK)
 # (`[^\S\n]`: no pass may match a newline, so that "a line holds a match" means the same to
