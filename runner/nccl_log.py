@@ -1350,11 +1350,16 @@ class _Proc:
             msg = msg.rstrip("| \t")
             if not msg:
                 return
-        elif msg[-1] in "`\"" and msg.count(msg[-1]) == 1:
+        elif msg[-1] in "`\"',":
             # a line quoted as markdown code (`` - `misc/ibvwrap.cc:203 NCCL WARN Call to
-            # ibv_create_cq failed with error Cannot allocate memory` ``) or in double quotes
-            # (a LUMI course's Q&A): the closing mark is no part of the message
-            msg = msg[:-1].rstrip()
+            # ibv_create_cq failed with error Cannot allocate memory` ``), in double quotes
+            # (a LUMI course's Q&A), or as an item of a list in JSON or code (`"...NCCL INFO
+            # Using network IB",`, a test's fixture; a demo's data): the closing mark (and
+            # the item's comma) is no part of the message
+            if msg[-1] == "," and msg[-2:-1] in ("\"", "'"):
+                msg = msg[:-1]
+            if msg[-1] in "`\"'" and msg.count(msg[-1]) == 1:
+                msg = msg[:-1].rstrip()
             if not msg:
                 return
         if msg[0] == "[" and msg.startswith("[Rank "):  # NCCL >= 2.28: `[Rank 5] ncclComm...`

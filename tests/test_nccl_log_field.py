@@ -2850,6 +2850,20 @@ def test_a_device_list_an_author_condensed_still_names_ib(tmp_path):
     assert d["transport"] == "ib" and d["ranks"][0]["ib_devices"] == ["mlx5_bond_*:1"], d["summary"]
 
 
+def test_lines_kept_as_items_of_a_json_or_code_list(tmp_path):
+    # a test's fixture or a demo's data keeps log lines as string items: the closing quote
+    # and the item's comma are no part of the network's name
+    for q in ('"', "'"):
+        lines = [f"{q}{L.info(h, 7, 0, 'Using network AWS Libfabric')}{q}," for h in ("a1", "b1")]
+        code, d = check(tmp_path, lines)
+        assert d["transport"] == "ofi" and not d["warnings"], d["summary"]
+        assert d["ranks"][0]["network"] == "AWS Libfabric"
+    # a message that ends with a quoted name keeps its quotes
+    code, d = check(tmp_path, [L.info("a1", 7, 0, "NET/IB : GPU Direct RDMA Enabled for HCA 0 "
+                                                   "'mlx5_0'")])
+    assert d["transport"] == "ib", d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
