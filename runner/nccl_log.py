@@ -493,6 +493,10 @@ _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b
 # A queue pair the IB transport created to connect to a peer (NCCL >= 2.19: `NET/IB: NCCL Dev
 # 3 IbDev 3 Port 1 qpn 1033 mtu 5 LID 0 ...`, `NET/IB: IbDev 4 Port 1 qpn 103534
 # set_ece={...}`): IB was chosen (a paste may keep no other line of it)
+# ... and the virtual NICs its init made of the devices it opened (NCCL >= 2.21: `NET/IB : Made
+# virtual device [2] name=mlx5_0+mlx5_1 speed=200000 ndevs=2`; a paste of an IB resiliency
+# test kept these and its fail-over lines only)
+_IB_VDEV = (" : Made virtual device [", ": Made virtual device [")
 _IB_QP = re.compile(r"^NET/IB\w* ?: ?(?:NCCL (?:Merged)?Dev \d+ )?IbDev \d+ Port \d+ qpn \d+")
 # The IB transport checking GPUDirect for a device it uses (no device line in a paste that
 # kept only this: GKE A3 Ultra's `NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`).
@@ -533,7 +537,7 @@ _ENV_ASSIGN = re.compile(
     r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)=(?P<q>['\"]?)(?P<value>[^\s'\"]*)(?P=q)")
 _NET_NOT_FOUND = re.compile(r"\bnetwork (?P<name>.*?) ?not found")
 _CHAIN = re.compile(
-    r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) (?:\([\w:~]+\) )?"
+    r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) (?:\((?P<func>[\w:~]+)\) )?"
     r"-> (?P<code>-?\d+)(?P<rest>.*)")
 # An error chain reaching init.cc/group.cc: the communicator's init returned an error.
 _TOP_CHAIN_FILE = re.compile(r"(?:^|/)(?:init|group)\.c[cu]?$")
@@ -549,7 +553,8 @@ _NET_CHAIN_FILE = re.compile(
     r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
     r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|" + _IB_PLUGIN_FILE)
 _NET_WARN = re.compile(
-    r"NET/|\bNet\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|\bfi_|RDMA|"
+    r"NET/|\bNet\b|NET devices?\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|"
+    r"\bfi_|RDMA|"
     r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b|"
     # (the socket helper's own calls: `include/socket.h:347 NCCL WARN Call to bind failed :
     # Address already in use`, mmdetection#7047's 2-node job on NCCL 2.8; not RAS's `Call to
@@ -649,6 +654,9 @@ _PROBE_WARN = re.compile(r"^(?:NET/OFI )?Could not find ncclGetVersion symbol|"
                          # goes without its cuMem path; printed beside the real fault on
                          # consumer Radeons, whose RCCL kernels then fail to launch)
                          r"^cuMem support requires VMM RDMA support|" +
+                         # (NCCL >= 2.30's advice that IB resiliency has no second device to
+                         # fail over to: the run goes on)
+                         r"^NET/IB\w* ?: ?Resiliency is enabled on a \w+ communicator|" +
                          # (aws-ofi-nccl without /dev/gdrdrv: GDRCopy only speeds up small
                          # copies, and GIN goes without it; healthy EFA runs print it, and
                          # AWS's own EKS notes call it benign)
@@ -1461,10 +1469,15 @@ class _Proc:
                 # operations: `proxy.cc:878 -> 6 [Progress Thread]`, `[Proxy Thread]` before
                 # 2.19; after Init COMPLETE, with a network error before it, a failed job:
                 # nccl-tests#252's IB completion error 4 on the first collective)
+                # (NCCL >= 2.28 names the function instead: `transport/net.cc:1684
+                # (recvProxyProgress) -> 2`, after a GDR flush's `ibv_post_send() failed`
+                # in a run whose IB links had carried data)
+                progress = "[Progress Thread]" in msg or (
+                    m.group("func") or "").endswith("ProxyProgress")
                 if _TOP_CHAIN_FILE.search(m.group("file")) or "[Async thread]" in msg \
-                        or "[Progress Thread]" in msg or "[Proxy Thread]" in msg:
+                        or progress or "[Proxy Thread]" in msg:
                     self.top_seq = seq
-                    if "[Progress Thread]" in msg:  # (NCCL >= 2.19: data only; before it
+                    if progress:  # (NCCL >= 2.19: data only; before it
                         self.progress_seq = seq  # the `[Proxy Thread]` set links up too)
                     if _INIT_FILE.search(m.group("file")):
                         # (not group.cc's async thread: it also runs the connections NCCL
@@ -1779,7 +1792,7 @@ class _Proc:
                 self.ib_no_device = True
             elif _IB_GDR.match(msg):
                 self._weak_default(Transport.IB, seq)
-            elif _IB_QP.match(msg):
+            elif _IB_QP.match(msg) or msg.startswith(_IB_VDEV, 6):
                 # (nccl#1669's 3-host all-to-all kept these, then RAS's crash in 2.26.2)
                 self._weak_default(Transport.IB, seq)
             else:

@@ -2864,6 +2864,39 @@ def test_lines_kept_as_items_of_a_json_or_code_list(tmp_path):
     assert d["transport"] == "ib", d["summary"]
 
 
+def test_nccl_2_30_ib_lines_of_a_resiliency_write_up(tmp_path):
+    # a write-up of NCCL 2.30's IB resiliency on two RoCE hosts, lines quoted bare
+    head = ["NCCL version 2.30.7+cuda13.3", "NCCL_IB_HCA set to mlx5_1,mlx5_3",
+            "NET/IB : Made virtual device [0] name=mlx5_1 speed=100000 ndevs=1 rail=-1 plane=-1",
+            "NET/IB : Made virtual device [1] name=mlx5_3 speed=100000 ndevs=1 rail=-1 plane=-1"]
+    # its advice that one device has nothing to fail over to fails nothing
+    code, d = check(tmp_path, head + [
+        "NCCL WARN NET/IB: Resiliency is enabled on a send communicator (...) with a single "
+        "device. This does not make sense since there is no other device to fail over to.",
+        "Collective test concluded: all_reduce_perf"])
+    assert (d["transport"], code) == ("ib", 0), d["summary"]
+    # the virtual devices alone say IB was set up (a fail-over that recovered)
+    code, d = check(tmp_path, head[:2] + [
+        "NET/IB : Made virtual device [2] name=mlx5_0+mlx5_1 speed=200000 ndevs=2 rail=-1",
+        "Device 0 marked as failed. Initiating recovery? Yes (recv comm=...)",
+        "Port recovery succeeded for devIndex=0 (send comm=...)"])
+    assert d["transport"] == "ib", d["summary"]
+    # a failure passed up by the proxy's progress function (NCCL >= 2.28 names it) is a
+    # running link's: a GDR flush's post_send after IB had carried data
+    code, d = check(tmp_path, head + [
+        "include/ibvwrap.h:80 (wrap_ibv_post_send) NCCL WARN ibv_post_send() failed with error "
+        "Cannot allocate memory", "transport/net_ib/p2p.cc:557 (ncclIbIflush) -> 2",
+        "transport/net.cc:1684 (recvProxyProgress) -> 2"])
+    assert d["transport"] == "ib" and "link-failed" in {w["code"] for w in d["warnings"]}
+    # fusing NICs of two NUMA domains fails the IB init (invalid argument)
+    code, d = check(tmp_path, head + [
+        "TOPO/NET : Force-fusing NICs using NCCL_NET_FORCE_MERGE=mlx5_1,mlx5_3",
+        "graph/topo.cc:1566 (ncclTopoGetVNicParent) NCCL WARN Fusing NET devices from different "
+        "NUMA domains is not supported.",
+        "Test NCCL failure common.cu:212 'invalid argument (run with NCCL_DEBUG=WARN for details) / '"])
+    assert (d["transport"], d["attempted"], code) == ("failed", "ib", 1), d["summary"]
+
+
 def test_trace_timestamps_and_trace_lines(tmp_path):
     streams = [L.trace_timestamps(s) for s in job(L.socket_rank, iface="hsn0")]
     code, d = check(tmp_path, L.interleave(streams, 0))
