@@ -496,8 +496,8 @@ _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b
 # ... and the virtual NICs its init made of the devices it opened (NCCL >= 2.21: `NET/IB : Made
 # virtual device [2] name=mlx5_0+mlx5_1 speed=200000 ndevs=2`; a paste of an IB resiliency
 # test kept these and its fail-over lines only)
-_IB_VDEV = (" : Made virtual device [", ": Made virtual device [")
-_IB_QP = re.compile(r"^NET/IB\w* ?: ?(?:NCCL (?:Merged)?Dev \d+ )?IbDev \d+ Port \d+ qpn \d+")
+_IB_QP = re.compile(r"^NET/IB\w* ?: ?(?:(?:NCCL (?:Merged)?Dev \d+ )?IbDev \d+ Port \d+ "
+                    r"qpn \d+|Made virtual device \[)")
 # The IB transport checking GPUDirect for a device it uses (no device line in a paste that
 # kept only this: GKE A3 Ultra's `NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`).
 # (The socket transport's `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lan0'` is no
@@ -1792,7 +1792,7 @@ class _Proc:
                 self.ib_no_device = True
             elif _IB_GDR.match(msg):
                 self._weak_default(Transport.IB, seq)
-            elif _IB_QP.match(msg) or msg.startswith(_IB_VDEV, 6):
+            elif _IB_QP.match(msg):
                 # (nccl#1669's 3-host all-to-all kept these, then RAS's crash in 2.26.2)
                 self._weak_default(Transport.IB, seq)
             else:
