@@ -560,6 +560,11 @@ _NET_WARN = re.compile(
     # Address already in use`, mmdetection#7047's 2-node job on NCCL 2.8; not RAS's `Call to
     # bind failed: ...` of NCCL >= 2.24, whose client socket init goes on without, vllm#19204)
     r"Call to (?:bind|listen|accept) failed :")
+# EFA's unresponsive receiver whose handshake never completed (FI_EFA_ERR_UNESTABLISHED_
+# RECV_UNRESP, 4126: "reachable by EFA device but handshake failed"; libfabric's efa_errno.h):
+# that connection was never up, so it is no running link's error (_LINK_ERROR) but a setup
+# error (_SETUP_WARN). (4124, "connection previously established", is a running link's.)
+_NEVER_ESTABLISHED = re.compile(r"\bError: 4126\b|handshake failed")
 # Errors that set a connection up (as opposed to ones on a working link, "Got completion
 # ... error 12"): with NCCL >= 2.22 connecting after Init COMPLETE, these still mean the
 # transport never carried the job.
@@ -567,7 +572,7 @@ _SETUP_WARN = re.compile(
     r"ibv_(?:create|modify|reg|open|alloc|query)|Couldn't (?:open|create|get|find)|"
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
-    r"initialization failed|handshake failed|\bError: 4126\b|"
+    r"initialization failed|" + _NEVER_ESTABLISHED.pattern + "|"
     r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
 # IB's async thread's WARN of an event, in NCCL <= 2.22's words (`Got async event : port
 # error`) and NCCL >= 2.23's for the events it calls non-fatal (`Got async error event: ...`)
@@ -602,11 +607,6 @@ _LINK_ERROR = re.compile(
     r"local catastrophic error)|async fatal event(?: on (?:QP|CQ)\b|:)|"
     r"ibv_get_async_event failed|"
     r"fi_cq_read\w* failed|ibv_poll_cq failed")
-# ... but not EFA's unresponsive receiver whose handshake never completed
-# (FI_EFA_ERR_UNESTABLISHED_RECV_UNRESP, 4126: "reachable by EFA device but handshake
-# failed"; libfabric's efa_errno.h): that connection was never up. (4124, "connection
-# previously established", is a running link's.)
-_NEVER_ESTABLISHED = re.compile(r"\bError: 4126\b|handshake failed")
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
 _WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
