@@ -1203,7 +1203,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
-        "conn_seq", "comm_seq", "work_done",
+        "conn_seq", "comm_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1279,7 +1279,6 @@ class _Proc:
         self.conn_seq = -1  # last error chain link through the transports' connection setup
         self.comm_seq = -1  # first communicator line of its init (not of its abort)
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
-        self.work_done = False  # PyTorch said NCCL work completed (set by _Judge)
 
     def copy(self) -> "_Proc":
         new = _Proc(self.host, self.pid, self.real)
@@ -1888,7 +1887,8 @@ class _Proc:
         return kind, None
 
     def failure(self, selected: Transport | None, inter_node: bool | None = None,
-                collnet_fallback: bool = False) -> tuple[str | None, Transport | None]:
+                collnet_fallback: bool = False,
+                work_done: bool = False) -> tuple[str | None, Transport | None]:
         """(why init failed, the transport it was trying), or (None, None). On a job that
         stayed on one node, an init that failed with no WARN about the network since the
         choice (a topology search: `graph/paths.cc:82 NCCL WARN Failed to find reverse
@@ -1942,7 +1942,7 @@ class _Proc:
             # group.cc): the job failed (pytorch#37325, horovod#893); what it was trying is
             # what the other ranks chose
             return self.last_warn, None
-        if self.link_failure() is not None:
+        if self.link_failure(work_done) is not None:
             return None, None  # the link was up: the job ran on it (see link_failure)
         if (selected is not None or self.err_msg or self.err_kind or chained) and not local \
                 and not gave_up:
@@ -1974,7 +1974,7 @@ class _Proc:
             return _NO_DEVICE_ONLY, Transport.IB
         return None, None
 
-    def link_failure(self) -> str | None:
+    def link_failure(self, work_done: bool = False) -> str | None:
         """The error of a link that was up, where it is this process's first error: a
         request that completed with an error (`NET/IB : Got completion from peer ... error
         12`, `NET/OFI Request ... completed with error`), after Init COMPLETE, or with no
@@ -1991,8 +1991,8 @@ class _Proc:
         both ways: stop 26's note.)"""
         if not self.err_msg:
             return None
-        if self.work_done and max(self.complete_seq, self.comm_seq, self.sel_seq,
-                                  self.conn_seq, self.init_chain_seq) < 0:
+        if work_done and max(self.complete_seq, self.comm_seq, self.sel_seq,
+                             self.conn_seq, self.init_chain_seq) < 0:
             # PyTorch's watchdog says the job's NCCL work had completed (`last completed
             # NCCL work: 88`), and nothing of this process's own says init was under way:
             # its errors are a running job's (a GKE job whose node was killed after 88
@@ -2025,9 +2025,12 @@ class _Proc:
         return None
 
     def report(self, inter_node: bool | None, lf_providers: Iterable[str] = (),
-               collnet_fallback: bool = False) -> RankReport:
+               collnet_fallback: bool = False, work_done: bool = False) -> RankReport:
+        """What this process's lines say, given the job's facts: whether traffic crossed
+        nodes, libfabric's own lines of its pid, whether NCCL went on without CollNet, and
+        whether PyTorch said NCCL work had completed (`last completed NCCL work: N`)."""
         selected, network = self.selection()
-        failure, attempted = self.failure(selected, inter_node, collnet_fallback)
+        failure, attempted = self.failure(selected, inter_node, collnet_fallback, work_done)
         local_failure = None
         if failure is not None and inter_node is None and self.local_fault and \
                 not self.net_channels:
@@ -2039,7 +2042,7 @@ class _Proc:
             # is a network "chosen and then failed". (Where the job crossed nodes it stays a
             # failed init of the network it chose: the failure branch above.)
             local_failure, failure, attempted = failure, None, None
-        link_error = self.link_failure() if failure is None else None
+        link_error = self.link_failure(work_done) if failure is None else None
         if selected is None and link_error is not None:
             selected = self.err_kind  # a paste of a running job's errors: the link's network
         if failure is not None:
@@ -3313,9 +3316,6 @@ class _Judge:
         self.a = a
         procs = _plugin_given_up(_bootstrap_only(_merge_cut_hosts(list(a._procs.values()))))
         self.all_procs = procs
-        if a._work_done:
-            for p in procs:
-                p.work_done = True
         # NCCL lines without NCCL's prefix and without a launcher prefix, in a file that has
         # prefixed lines, are tails of cut lines: their facts count for the job, but they do
         # not make a rank of their own.
@@ -3337,7 +3337,7 @@ class _Judge:
                                                             else self.inter_node)
             lf = a._lf_by_pid.get(p.pid, ()) if p.pid is not None and pid_count[p.pid] == 1 \
                 else ()
-            rep = p.report(inter, lf, collnet)
+            rep = p.report(inter, lf, collnet, a._work_done)
             reports.append(rep)
             if p.devs and len(p.ranks_seen) > 1 and rep.rank in p.ranks_seen:
                 # One process driving several GPUs holds one rank per GPU: each is a rank of
