@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import click
 
-from runner import compressed_logs, fabrics
+from runner import fabrics
 from runner.errors import UserError
 from runner.text_table import table_lines
 
@@ -43,6 +43,8 @@ def _feed_stream(analyser: "LogAnalyser", raw, name: str) -> bool:
     """Feed one binary stream (gzip, bzip2 or xz: its text); return whether it held
     anything but whitespace. Raises UserError for a stream of binary data (`/dev/zero`, a
     core file) and for compressed data that is corrupt from its start."""
+    from runner import compressed_logs  # (with the parser: gzip, bz2, lzma only when read)
+
     stream, compression = compressed_logs.open_log(raw, name)
     stats = analyser.feed_stream(stream, name)
     error = compressed_logs.read_error(stream)
