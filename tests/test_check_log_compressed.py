@@ -128,16 +128,12 @@ def test_compressed_data_that_is_corrupt_from_its_start_is_one_line_exit_2(tmp_p
     assert f"{bad}: corrupt xz data" in err and "Traceback" not in err
 
 
-def test_a_plain_log_that_starts_like_a_magic_is_read_as_text(tmp_path: Path):
+def test_a_plain_log_that_starts_like_a_magic_is_read_as_text(plain: Path):
     # bzip2's magic is text (`BZh` and a digit): a log whose first word is `BZh` is a log
-    log = tmp_path / "job.log"
-    L.write_log(log, ["BZh hosts follow"] + job_lines())
+    log = plain.with_name("bzh.log")
+    log.write_bytes(b"BZh hosts follow\n" + plain.read_bytes())
     proc = check_log("--json", str(log))
     assert proc.returncode == 0 and json.loads(proc.stdout)["provider"] == "cxi", proc.stderr
-
-
-def job_lines() -> list[str]:
-    return [line for s in L.job(L.ofi_cxi_rank, nodes=2, gpn=2) for line in s]
 
 
 def test_compressed_binary_data_is_binary_data(tmp_path: Path):
