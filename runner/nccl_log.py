@@ -559,7 +559,7 @@ _NET_WARN = re.compile(
     # (the socket helper's own calls: `include/socket.h:347 NCCL WARN Call to bind failed :
     # Address already in use`, mmdetection#7047's 2-node job on NCCL 2.8; not RAS's `Call to
     # bind failed: ...` of NCCL >= 2.24, whose client socket init goes on without, vllm#19204)
-    r"Call to (?:bind|listen|accept) failed :")
+    r"Call to (?:bind|listen|accept) failed :|\(detected in ncclIb")
 # EFA's unresponsive receiver whose handshake never completed (FI_EFA_ERR_UNESTABLISHED_
 # RECV_UNRESP, 4126: "reachable by EFA device but handshake failed"; libfabric's efa_errno.h):
 # that connection was never up, so it is no running link's error (_LINK_ERROR) but a setup
@@ -581,6 +581,7 @@ _IB_ASYNC_EVENT = r"Got async (?:error )?event ?: ?"
 # it (the communicator's operations fail), so after Init COMPLETE the job failed on its link,
 # also where the paste ends before the chain (nccl#733, error 12 at 3+ nodes, cut mid-word;
 # aws-ofi-nccl on cxi with every SEND `completed with error`, VNI not found, the job hung)
+_IB_FATAL_SEEN = r"encountered a fatal error \(detected in ncclIb(?:Isend|Irecv|Iflush|Test)\)"
 _LINK_ERROR = re.compile(
     # (IB's `collective mismatch error local size 32768 remote 1048576`: the peer posted a
     # receive of another size on a link in use, nccl#531's first iteration)
@@ -606,9 +607,14 @@ _LINK_ERROR = re.compile(
     _IB_ASYNC_EVENT + r"(?:[\w ]*work queue (?:catastrophic )?error|CQ error|port error|"
     r"local catastrophic error)|async fatal event(?: on (?:QP|CQ)\b|:)|"
     r"ibv_get_async_event failed|"
-    r"fi_cq_read\w* failed|ibv_poll_cq failed")
+    r"fi_cq_read\w* failed|ibv_poll_cq failed|" +
+    # (NCCL >= 2.24 checks, at each data call, whether the async thread saw a fatal event,
+    # and says where it noticed: `transport/net_ib.cc:113 NCCL WARN communicator
+    # encountered a fatal error (detected in ncclIbIrecv)`, then the chain up to the
+    # progress thread; nccl-tests#360's alltoall after its all-reduce had run)
+    _IB_FATAL_SEEN)
 _WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
-_WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE")
+_WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE|\(detected in ncclIb")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
 # Google's A3 Ultra / A4; NVIDIA's Spectrum-X `NET/SPCX`): read as NET/IB's
 _IB_ALIASES = ("NET/gIB", "NET/SPCX")

@@ -4287,3 +4287,22 @@ def test_a_sanitized_communicator_pointer_still_tells_its_rank_and_nodes(tmp_pat
     code, d = check(tmp_path, lines)
     assert (d["transport"], d["inter_node"], d["nodes"], d["world_size"]) == ("ib", True, 2, 2)
     assert d["ranks"][0]["rank"] == 0
+
+
+def test_ib_s_fatal_error_noticed_by_a_data_call_is_a_running_link_s_error(tmp_path):
+    # nccl-tests#360: alltoall over RoCE after all_reduce had run; IB's async thread saw a
+    # fatal QP event, and NCCL >= 2.24's check at the next data call says where it noticed
+    # (`communicator encountered a fatal error (detected in ncclIbIrecv)`), passed up to the
+    # progress thread. The job ran on IB; a link broke.
+    h = "node-0"
+    lines = L.warn(h, 139583, 0, "NET/IB : mlx5_3:1 async fatal event on QP (0x76fd): invalid "
+                   "request local work queue error", where="transport/net_ib.cc:154")
+    lines += L.warn(h, 139572, 1, "communicator encountered a fatal error (detected in "
+                    "ncclIbIrecv)", where="transport/net_ib.cc:113")
+    lines += [L.info(h, 139572, 1, m) for m in (
+        "transport/net_ib.cc:2117 -> 2", "transport/net.cc:1335 -> 2", "proxy.cc:728 -> 2",
+        "proxy.cc:912 -> 2 [Progress Thread]")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
+    r = next(r for r in d["ranks"] if r["pid"] == 139572)
+    assert r["transport"] == "ib" and "ncclIbIrecv" in r["link_error"], r
