@@ -179,6 +179,10 @@ _MAX_ENV = 64  # echoed env settings kept per process (and for the job)
 _MAX_RANKS_SEEN = 1024  # world ranks one process drives (one process may drive 8 GPUs)
 _MAX_HOST = 255  # a host name longer than a DNS name is not one
 _MAX_WRAPPED = 4  # indented lines taken as the message of a WARN line that has none
+# ... or whose message is only the network's tag, the rest wrapped onto lines that a paste
+# did not indent (`transport/net_ib.cc:2470 NCCL WARN NET/IB:`, then `Got completion from
+# peer 10.77.0.1<35162> with status=12 ...`, a DGX Spark pair's alltoall notes)
+_WARN_TAG_ONLY = re.compile(r"NCCL WARN NET/\w+ ?:$")
 _MAX_SEEN_LINES = 4096  # parsed lines remembered per block, to notice text that repeats
 _MAX_SEEN_LINE = 1024  # bytes: longer lines are not remembered (NCCL's own are shorter)
 _MAX_REPEAT_PROCS = 8192  # beyond this many processes, repeated text is read as usual
@@ -819,6 +823,11 @@ def _warn_kind(msg: str) -> Transport | None:
     if _WARN_SOCKET.search(msg):
         return Transport.SOCKET
     return None
+
+
+def _wrap_ends(piece: str) -> bool:
+    """Is this stripped line a log line of its own, which ends a WARN's wrapped message?"""
+    return " NCCL " in piece or _triggers(piece)
 
 
 def _maybe_wrapped(text: str) -> bool:
@@ -2374,6 +2383,7 @@ class LogAnalyser:
         self.repeated_bytes = 0  # text counted as copies of the text before it (_repeat)
         self._held: list[str] = []  # feed(): a WARN with no message, and its wrapped lines
         self._held_src = ""
+        self._held_indented = True  # (False: its message may follow on lines not indented)
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -2397,13 +2407,18 @@ class LogAnalyser:
         line = line.rstrip("\n")
         for piece in line.split("\n") if "\n" in line else (line,):
             if self._held:
-                if piece[:1] in (" ", "\t") and piece.strip() and len(self._held) <= _MAX_WRAPPED:
+                if piece.strip() and len(self._held) <= _MAX_WRAPPED and (
+                        piece[:1] in (" ", "\t") if self._held_indented
+                        else not _wrap_ends(piece.strip())):
                     self._held.append(piece.strip())  # the WARN's message, wrapped
                     continue
                 self._flush_held()
             if _triggers(piece):
-                if piece.rstrip().endswith("NCCL WARN"):  # its message may follow, indented
-                    self._held, self._held_src = [piece.rstrip()], src
+                tail = piece.rstrip()
+                if tail.endswith("NCCL WARN") or tail.endswith(":") and _WARN_TAG_ONLY.search(tail):
+                    # its message may follow, indented (or anyhow, after a tag alone)
+                    self._held, self._held_src = [tail], src
+                    self._held_indented = tail.endswith("NCCL WARN")
                     continue
                 self._line(piece, src)
 
@@ -2595,8 +2610,12 @@ class LogAnalyser:
         text = line.decode("utf-8", "replace")
         if _maybe_wrapped(text):
             text = _unwrapped(text)
-        if e < hi and data[e + 1:e + 2] in (b" ", b"\t") and text.rstrip().endswith("NCCL WARN"):
-            text, e = self._wrapped_warn(data, text, e, hi)
+        if e < hi and text.rstrip()[-1:] in ("N", ":"):
+            tail = text.rstrip()
+            if tail.endswith("NCCL WARN") and data[e + 1:e + 2] in (b" ", b"\t"):
+                text, e = self._wrapped_warn(data, text, e, hi)
+            elif _WARN_TAG_ONLY.search(tail):
+                text, e = self._wrapped_warn(data, text, e, hi, indented=False)
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
             self._line(text, src)
             return e
@@ -2622,15 +2641,18 @@ class LogAnalyser:
         return e
 
     @staticmethod
-    def _wrapped_warn(data: bytes, text: str, e: int, hi: int) -> tuple[str, int]:
+    def _wrapped_warn(data: bytes, text: str, e: int, hi: int,
+                      indented: bool = True) -> tuple[str, int]:
         """A WARN line with no message, whose message a note or a mail wrapped onto the
-        indented lines after it: the joined line, and where it ends (as feed() joins)."""
+        indented lines after it (or, after a tag alone, _WARN_TAG_ONLY, onto any lines up to
+        a blank one or a log line): the joined line, and where it ends (as feed() joins)."""
         parts = [text.rstrip()]
-        while e < hi and data[e + 1:e + 2] in (b" ", b"\t") and len(parts) <= _MAX_WRAPPED:
+        while e < hi and (not indented or data[e + 1:e + 2] in (b" ", b"\t")) \
+                and len(parts) <= _MAX_WRAPPED:
             nxt = data.find(b"\n", e + 1, hi)
             nxt = hi if nxt < 0 else nxt
             piece = data[e + 1:nxt].decode("utf-8", "replace").strip()
-            if not piece:
+            if not piece or not indented and _wrap_ends(piece):
                 break
             parts.append(piece)
             e = nxt

@@ -4306,3 +4306,31 @@ def test_ib_s_fatal_error_noticed_by_a_data_call_is_a_running_link_s_error(tmp_p
     assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
     r = next(r for r in d["ranks"] if r["pid"] == 139572)
     assert r["transport"] == "ib" and "ncclIbIrecv" in r["link_error"], r
+
+
+def test_a_warn_whose_message_a_paste_wrapped_after_its_tag_is_read_whole(tmp_path):
+    # a DGX Spark pair's notes: `transport/net_ib.cc:2470 NCCL WARN NET/IB:`, then the
+    # completion error on the next line, not indented, then its GIDs; read the same by the
+    # block reader (check-log on a file) and by feed() (a stream of lines)
+    head = "[2025-11-19 18:02:33] gx10-9c8c:22890:22900 [0] transport/net_ib.cc:2470 NCCL WARN "
+    lines = [L.info("gx10-9c8c", 22890, 0, "NET/IB : Using [0]roceP2p1s0f0:1/RoCE [RO]; OOB "
+                    "enP2p1s0f0:10.77.0.2<0>"),
+             L.info("gx10-9c8c", 22890, 0, "Using network IB"),
+             L.info("gx10-9c8c", 22890, 0, "ncclCommInitRank comm 0xaf6b rank 1 nranks 2 "
+                    "cudaDev 0 busId f01000 commId 0x1 - Init COMPLETE"),
+             head + "NET/IB:",
+             "Got completion from peer 10.77.0.1<35162> with status=12 opcode=129 len=65536 "
+             "vendor err 129 (Recv)",
+             "localGid ::ffff:10.77.0.2 remoteGids::ffff:10.77.0.1 hca roceP2p1s0f0", "",
+             L.info("gx10-9c8c", 22890, 0, "comm 0xaf6b rank 1 nranks 2 cudaDev 0 busId "
+                    "f01000 - Abort COMPLETE")]
+    code, d = check(tmp_path, lines)
+    err = d["ranks"][0]["link_error"] or ""
+    assert d["transport"] == "ib" and "status=12" in err and "remoteGids" in err, d["ranks"]
+    v = analyse(lines)
+    assert v.transport is Transport.IB and "status=12" in (v.ranks[0].link_error or "")
+    # (a tag alone ends where the next log line starts: that line is read as its own)
+    lines[5] = L.info("gx10-9c8c", 22890, 0, "Using network Socket")
+    code, d = check(tmp_path, lines[:6])
+    assert "Using network" not in (d["ranks"][0]["link_error"] or "-"), d["ranks"]
+    assert d["ranks"][0]["network"] == "Socket", d["ranks"]
