@@ -463,6 +463,9 @@ _PROVIDER = re.compile(
     r"(?:, fabric is (?P<fabric>[^\s,()]+)(?=\s+\(found))?"
     r"(?:\s+\(found (?P<nics>\d+) nics?\))?"
 )
+# aws-ofi-nccl's INFO lines that say it may not go on (the rest are its init's progress)
+_OFI_TROUBLE = re.compile(r"[Ff]ail|[Ee]rror|[Uu]nable|Couldn't|[Cc]ould not find|No eligible|"
+                          r"not supported|[Ii]nvalid")
 _PROVIDER_FILTER = re.compile(r"^NET/OFI Setting provider_filter to (?P<prov>[\w;]+)")
 # aws-ofi-nccl giving up before NCCL picks another network (a fallback, not a failure).
 _OFI_PLUGIN_FAILED = re.compile(
@@ -1697,7 +1700,7 @@ class _Proc:
             # (a paste may hold no `Using network` line); any selection line still wins
             self.weak_kind, self.weak_seq = Transport.IB, seq
         if msg.startswith("NET/OFI"):
-            self._take_n(msg, seq)  # provider lines can come as WARN in old plugins
+            self._take_n(msg, seq, info=False)  # provider lines can come as WARN in old plugins
             if _OFI_PLUGIN_FAILED.match(msg):
                 self.plugin_failed = self.plugin_failed or msg[:200]
                 self.plugin_failed_seq = seq
@@ -1732,7 +1735,7 @@ class _Proc:
             if link:
                 self.link_seq = seq
 
-    def _take_n(self, msg: str, seq: int) -> None:
+    def _take_n(self, msg: str, seq: int, info: bool = True) -> None:
         if msg.startswith("NCCL_IB_HCA set to "):  # (NCCL >= 2.12's own echo of it)
             value = msg[19:].strip()
             if value:
@@ -1772,17 +1775,22 @@ class _Proc:
             m = _LIBFABRIC_VERSION.match(msg)
             if m:
                 self.libfabric_version = m.group("v")
-                return
-            m = _PROVIDER_FILTER.match(msg)
-            if m:
+            elif (m := _PROVIDER_FILTER.match(msg)):
                 self._push("named_providers", _ofi_base_provider(m.group("prov")), 4)
                 return
-            if "Tuner init" in msg and (m := _OFI_TUNER.match(msg)):
+            elif "Tuner init" in msg and (m := _OFI_TUNER.match(msg)):
                 self.nnodes = max(self.nnodes or 0, int(m.group("n")))
                 return
             if _OFI_PLUGIN_FAILED.match(msg):
                 self.plugin_failed = self.plugin_failed or msg[:200]
                 self.plugin_failed_seq = seq
+            elif info and not _OFI_TROUBLE.search(msg) and not msg.startswith(
+                    "NET/OFI Selected", 0, 16):  # (a provider's line cut short says nothing)
+                # any other line of the plugin's own init (`NET/OFI Setting NCCL_PROTO to
+                # "simple"`, `Libfabric provider associates MRs with domains`: nccl-tests#245,
+                # two g5 nodes, a paste cut before the choice): the plugin initialised, as
+                # its version line says
+                self._weak_default(Transport.OFI, seq)
         elif msg.startswith("NET/Plugin"):
             m = _PLUGIN_LOADED.match(msg)
             if m:

@@ -4334,3 +4334,23 @@ def test_a_warn_whose_message_a_paste_wrapped_after_its_tag_is_read_whole(tmp_pa
     code, d = check(tmp_path, lines[:6])
     assert "Using network" not in (d["ranks"][0]["link_error"] or "-"), d["ranks"]
     assert d["ranks"][0]["network"] == "Socket", d["ranks"]
+
+
+@pytest.mark.parametrize("line", [
+    'NET/OFI Setting NCCL_PROTO to "simple"', "NET/OFI Libfabric provider associates MRs "
+    "with domains", "NET/OFI Could not disable CUDA API usage for HMEM, disabling GDR"])
+def test_aws_ofi_nccl_s_init_lines_say_the_plugin_initialised(tmp_path, line):
+    # nccl-tests#245: two g5 nodes, a paste cut before `Selected provider` and `Using
+    # network`; the plugin's own init lines say it loaded and went on, as its version line
+    # does; a later choice still wins, and so does the plugin giving up
+    h = "ip-10-0-0-1"
+    start = [L.info(h, 7, 0, line), L.info(h, 7, 0, "comm 0x2515 rank 0 nranks 2 cudaDev 0 "
+                                                    "nvmlDev 0 busId 1e0 - Init START")]
+    code, d = check(tmp_path, start)
+    assert d["transport"] == "ofi", d["summary"]
+    code, d = check(tmp_path, start + [L.info(h, 7, 0, "Using network Socket")])
+    assert d["transport"] == "socket", d["summary"]
+    code, d = check(tmp_path, start + [L.info(h, 7, 0, "NET/OFI aws-ofi-nccl initialization "
+                                                       "failed"),
+                                       L.info(h, 7, 0, "NET/IB : No device found.")])
+    assert d["transport"] != "ofi", d["summary"]
