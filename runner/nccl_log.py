@@ -580,7 +580,7 @@ _SETUP_WARN = re.compile(
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
     r"initialization failed|" + _NEVER_ESTABLISHED.pattern + "|"
-    r"Unable to (?:find|create|open|init)|Address family|[Cc]ould not find")
+    r"Unable to (?:find|create|open|init|insert)|Address family|[Cc]ould not find")
 # IB's async thread's WARN of an event, in NCCL <= 2.22's words (`Got async event : port
 # error`) and NCCL >= 2.23's for the events it calls non-fatal (`Got async error event: ...`)
 _IB_ASYNC_EVENT = r"Got async (?:error )?event ?: ?"
@@ -708,7 +708,7 @@ _STRIPPED_WARN = re.compile(
     # (and the plugins' own, GKE's TCPX plugin registering GPU memory among them:
     # `NET/GPUDirectTCPX : gpu_tx_reg_mr failed -5`, a runbook's tier where every rank died)
     r"NET/(?:OFI|IB|GPUDirectTCPX\w*)\b.*(?:completed with error|"
-    r"Couldn't (?:open|create|get|find|register)|[Uu]nable to (?:register|create|open)|"
+    r"Couldn't (?:open|create|get|find|register)|[Uu]nable to (?:register|create|open|insert)|"
     r"failed with error|Got completion from peer|Unexpected number of remote rails|"
     r"reg_mr failed)")
 # The topology's XML lacks what NCCL needs (a WARN: fatal; the same words at INFO are not)
@@ -2378,6 +2378,9 @@ class LogAnalyser:
         self._tests_hosts: dict[int, str] = {}  # nccl-tests' rank table: rank -> host
         self._tests_failures: dict[str, str] = {}  # nccl-tests' failed calls: host -> error
         self._init_echo: str | None = None  # an echo of a socket init's WARN (_SOCKET_INIT_ECHO)
+        # PyTorch's echoes of a network's WARN after `Last error:` under its `[rankN]: `,
+        # with the process they came under (see result())
+        self._warn_echoes: list[tuple[_Proc, str]] = []
         self._dropped_procs = 0
         self._lf_by_pid: dict[int, list[str]] = {}  # libfabric's own lines, by process id
         self._lf_providers: Counter[str] = Counter()
@@ -2887,6 +2890,7 @@ class LogAnalyser:
         dev: int | None = None
         pid: int | None = None
         head = 0  # where the prefix before NCCL's level ends (its source, if a WARN names one)
+        echo = False  # PyTorch's echo of a network's WARN (see result())
         d = _DEV_NCCL.match(rest) or _LOOSE_PREFIX.match(rest)
         if d:
             head = d.end()
@@ -2926,7 +2930,12 @@ class LogAnalyser:
             # register memory ...` in a job script's notes, an Alps reproducer)
             launched = bool(labels) and (set(labels) != {"label"} or bool(
                 labels["label"].replace("#", "").replace(">", "").strip()))
-            level = "WARN" if not launched and _STRIPPED_WARN.match(rest) else "INFO"
+            level = "INFO"
+            if _STRIPPED_WARN.match(rest):
+                if not launched:
+                    level = "WARN"
+                elif len(self._warn_echoes) < _MAX_ITEMS:
+                    echo = True  # (kept: result() reads it where it is all there is)
             msg = rest
         else:
             b = _BARE_NCCL.match(rest)
@@ -2956,6 +2965,8 @@ class LogAnalyser:
             proc.rank_hint = labels["rank"]
         self._nccl_lines += 1
         proc.take(level, msg)
+        if echo:
+            self._warn_echoes.append((proc, msg))
         if head and level == "WARN":
             # (also with nothing before the source: `tcpxResult_t tcpxCommProgress(tcpxComm*):
             # 1126 NCCL WARN ... rx ctrl timeout`, DeepSpeed#5693's one line)
@@ -3029,7 +3040,21 @@ class LogAnalyser:
     @_cycle_collector_paused
     def result(self) -> LogVerdict:
         self._flush_held()
-        return _Judge(self).verdict()
+        verdict = _Judge(self).verdict()
+        if self._warn_echoes and verdict.transport is Transport.NONE and not any(
+                p.sel_seq >= 0 or p.weak_kind or p.err_msg or p.err_kind
+                for p in self._procs.values()):
+            # A log that holds only PyTorch's traceback (NCCL_DEBUG unset, or its lines
+            # not pasted): the echo of the last error (`[rank1]: Last error:`, then
+            # `[rank1]: NET/OFI Unable to insert remote address into address vector ...`,
+            # aws-ofi-nccl#663's two p5 nodes; `NET/OFI Request ... completed with error
+            # ... UNDELIVERABLE`, nccl#1928 on Slingshot) is all that names the network,
+            # and it is that network's WARN. (Beside NCCL's own lines it is only their echo.)
+            echoes, self._warn_echoes = self._warn_echoes, []
+            for proc, msg in echoes:
+                proc.take("WARN", msg)
+            verdict = _Judge(self).verdict()
+        return verdict
 
 
 def analyse(

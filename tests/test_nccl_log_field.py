@@ -4354,3 +4354,30 @@ def test_aws_ofi_nccl_s_init_lines_say_the_plugin_initialised(tmp_path, line):
                                                        "failed"),
                                        L.info(h, 7, 0, "NET/IB : No device found.")])
     assert d["transport"] != "ofi", d["summary"]
+
+
+def test_pytorchs_echo_of_a_network_warn_is_read_where_it_is_all_the_log_holds(tmp_path):
+    # aws-ofi-nccl#663: two p5 nodes, NCCL_DEBUG unset; PyTorch's traceback ends with the
+    # last error, `NET/OFI Unable to insert remote address into address vector` (a security
+    # group that blocked EFA's traffic): OFI's init failed. nccl#1928 on Slingshot: `NET/OFI
+    # Request ... completed with error ... UNDELIVERABLE` at the first collective.
+    tb = ["[rank1]: Traceback (most recent call last):",
+          "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:"
+          "1970, internal error - please report this issue to the NCCL developers, NCCL "
+          "version 2.20.5", "[rank1]: ncclInternalError: Internal check failed.",
+          "[rank1]: Last error:"]
+    av = "[rank1]: NET/OFI Unable to insert remote address into address vector for device 1. RC: 0"
+    code, d = check(tmp_path, tb + [av])
+    assert (d["transport"], d["attempted"]) == ("failed", "ofi"), d["summary"]
+    lost = ("[rank1]: NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 113. Error: 2 "
+            "(UNDELIVERABLE). Completed length: 0")
+    code, d = check(tmp_path, tb + [lost])
+    assert d["transport"] == "ofi" and "UNDELIVERABLE" in d["ranks"][0]["link_error"], d
+    # beside NCCL's own lines the echo is only theirs: the ranks' own lines decide
+    own = [L.info("ip-1", 9, 0, m) for m in (
+        "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)",
+        "Using network Libfabric", "ncclCommInitRank comm 0x1 rank 0 nranks 16 cudaDev 0 "
+        "busId 1000 commId 0x2 - Init COMPLETE")]
+    code, d = check(tmp_path, own + tb + [av])
+    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+    assert d["verdict"] != "failed", d["summary"]
