@@ -226,7 +226,8 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
-# address (`10.3.35.83: `), and aws-ofi-nccl's own logger in its test programs
+# address (`10.3.35.83: `), a markdown list's item and inline code (`` - `NET/OFI Selected
+# provider is efa, ...` ``), and aws-ofi-nccl's own logger in its test programs
 # (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22),
 # all after an indent (a markdown list's code block: `  NET/IB : Using [0]rocep1s0f1:1/RoCE`;
 # outside the repeat, which it would slow by a tenth on lines that carry a tag; the
@@ -238,18 +239,18 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
                      r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
-                     r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |"
+                     r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|"
                      r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: ){0,3}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
-                   r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |"
+                   r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|"
                    r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: ){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[ \t|0-9A-Z>#]|nccl|comm |rank |ibv_)"
+_BARE_START = r"(?=[\[ \t|0-9A-Z>#*+`-]|nccl|comm |rank |ibv_)"
 # Two WARNs that write-ups quote with neither prefix nor level, read as those WARNs (the bare
 # pass finds them, _BARE_MSG_HEADS routes them, _STRIPPED_WARN makes them WARNs): NCCL's
 # verbs wrapper (`Call to ibv_modify_qp failed with 110 Connection timed out, on dev
@@ -407,6 +408,10 @@ _OUTER_PREFIXES = (
     re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
     re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
     re.compile(r"^> ?"),  # a markdown quote (`> > ` nested: one at a time)
+    # a markdown list's item, code in a line (`` - `NET/OFI Selected provider is efa, fabric
+    # is efa-direct (found 16 nics)` ``, notes on a GIN proxy between two p6 nodes): no
+    # launcher's, so no label (see _outer)
+    re.compile(r"^(?P<quote>[-*+][ \t]{1,4}|`)"),
     re.compile(r"^#{1,3}[ \t]{1,4}"),  # a comment quoting the log (nccl-tests' `#` lines
     # hold no NCCL line, and their rank table is read before any prefix is taken)
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
@@ -3006,6 +3011,9 @@ class LogAnalyser:
                 m = rx.match(text)
                 if m:
                     g = m.groupdict()
+                    if g.get("quote") is not None:
+                        text = text[m.end():]
+                        break
                     if g.get("kind") == "rank":
                         labels["rank"] = int(g["n"])
                     if g.get("ompi") is not None:

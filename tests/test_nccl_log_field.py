@@ -4381,3 +4381,20 @@ def test_pytorchs_echo_of_a_network_warn_is_read_where_it_is_all_the_log_holds(t
     code, d = check(tmp_path, own + tb + [av])
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
     assert d["verdict"] != "failed", d["summary"]
+
+
+@pytest.mark.parametrize("quote", ["- `{}`", "* {}", "`{}`", "+ `{}`,"])
+def test_lines_quoted_as_markdown_list_items_or_inline_code_are_read(tmp_path, quote):
+    # notes on a GIN proxy between two p6 nodes quote NCCL's lines as a list of inline code
+    lines = [quote.format("NET/OFI Selected provider is efa, fabric is efa-direct (found 16 "
+                          "nics)"),
+             quote.format("Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Libfabric/0/GDRDMA"),
+             "- each machine lists `NIC group 0..7`, two EFA devices per group"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"], d["inter_node"]) == ("ofi", "efa", True), d["summary"]
+    # a verbs error quoted so is still the WARN it was (a list item is no launcher's tag)
+    code, d = check(tmp_path, [quote.format(
+        "NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>"), quote.format(
+        "Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1, curr "
+        "state INIT, next state RTR")])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
