@@ -3735,6 +3735,13 @@ class _Judge:
             # traffic crossed nodes (channels to a rank of another node) in a paste of one
             # host's lines: the job spans at least two, not the one host the lines name
             nodes = 2
+        elif self.inter_node is False and nnodes and any(
+                "NCCL_HOSTID" in env for env in [p.env for p in self.all_procs] + [self.log_env]):
+            # NCCL_HOSTID told NCCL which processes share a machine, and NCCL counted the
+            # nodes (`nNodes 1`), across which no traffic went: its count, not the host
+            # names (two pods on one machine, nccl#1781). (Without it, host names count:
+            # `nNodes 1` is one communicator's, a tensor-parallel group of a bigger job.)
+            nodes = nnodes
         elif nodes == 1 and self.inter_node is None:
             # one host's lines, and nothing says whether other hosts took part (most such
             # pastes are one node of a bigger job): how many nodes is not known

@@ -4398,3 +4398,22 @@ def test_lines_quoted_as_markdown_list_items_or_inline_code_are_read(tmp_path, q
         "Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1, curr "
         "state INIT, next state RTR")])
     assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+
+
+def test_nodes_are_nccl_s_count_where_ncclhostid_made_two_pods_one_host(tmp_path):
+    # nccl#1781: two pods on one machine, NCCL_HOSTID set so that NCCL sees one host
+    # (`nNodes 1`) and connects them over P2P: one node, not the two pod names
+    lines = []
+    for rank, pod in enumerate(("worker-0", "worker-1")):
+        lines += [L.info(pod, 100 + rank, 0, m) for m in (
+            "NCCL_HOSTID set by environment to 10.10.10.10",
+            f"comm 0x56 rank {rank} nRanks 2 nNodes 1 localRanks 2 localRank {rank} MNNVL 0",
+            f"Channel 00/0 : {rank}[{rank}] -> {1 - rank}[{1 - rank}] via P2P/CUMEM",
+            f"ncclCommInitRank comm 0x56 rank {rank} nranks 2 cudaDev 0 busId 1000 commId "
+            "0x9 - Init COMPLETE")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"], d["nodes"]) == ("none", False, 1), d["summary"]
+    assert "spans" not in d["summary"], d["summary"]
+    # without NCCL_HOSTID, host names count (`nNodes 1` may be one tensor-parallel group's)
+    code, d = check(tmp_path, [x for x in lines if "HOSTID" not in x])
+    assert d["nodes"] == 2, d["summary"]
