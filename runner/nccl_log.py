@@ -238,14 +238,14 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
 _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
-                     r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
+                     r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
                      r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|"
                      r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: ){0,3}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
-                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,15}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
+                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|"
                    r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: ){0,3}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail

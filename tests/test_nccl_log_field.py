@@ -4417,3 +4417,12 @@ def test_nodes_are_nccl_s_count_where_ncclhostid_made_two_pods_one_host(tmp_path
     # without NCCL_HOSTID, host names count (`nNodes 1` may be one tensor-parallel group's)
     code, d = check(tmp_path, [x for x in lines if "HOSTID" not in x])
     assert d["nodes"] == 2, d["summary"]
+
+
+def test_a_bare_line_after_kubectl_s_nanosecond_timestamp_is_read(tmp_path):
+    # `kubectl logs --timestamps` writes RFC 3339 with nanoseconds before each line; a
+    # pod's stripped NCCL line after it is read as after a shorter clock
+    line = "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
+    for ts in ("2024-05-01T10:00:05.123456789Z ", "2024-05-01T10:00:05.123Z "):
+        code, d = check(tmp_path, [ts + line, ts + "Using network Libfabric"])
+        assert (d["transport"], d["provider"]) == ("ofi", "efa"), (ts, d["summary"])
