@@ -3007,6 +3007,7 @@ class LogAnalyser:
         labels: dict[str, Any] = {}
         parts: list[str] = []
         for _ in range(8):
+            text = text.lstrip()  # (a list's code block indents the whole paste)
             for rx in _OUTER_PREFIXES:
                 m = rx.match(text)
                 if m:

@@ -4426,3 +4426,16 @@ def test_a_bare_line_after_kubectl_s_nanosecond_timestamp_is_read(tmp_path):
     for ts in ("2024-05-01T10:00:05.123456789Z ", "2024-05-01T10:00:05.123Z "):
         code, d = check(tmp_path, [ts + line, ts + "Using network Libfabric"])
         assert (d["transport"], d["provider"]) == ("ofi", "efa"), (ts, d["summary"])
+
+
+def test_a_paste_indented_as_a_list_s_code_block_keeps_its_tags(tmp_path):
+    # a markdown list's code block indents the whole paste: Open MPI's tags still say each
+    # line's rank, and a list item's inline code inside it is still read
+    lines = [f"    [1,{r}]<stdout>:{L.info(f'worker-{r // 8}', 20, 0, m)}" for r, m in (
+        (0, "comm 0x1 rank 0 nranks 16 cudaDev 0 busId 1000 - Init START"),
+        (8, "Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"))]
+    code, d = check(tmp_path, lines)
+    assert sorted(r["rank"] for r in d["ranks"]) == [0, 8], d["ranks"]
+    code, d = check(tmp_path, ["  - `NET/OFI Selected provider is efa, fabric is efa-direct "
+                               "(found 16 nics)`"])
+    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
