@@ -2415,7 +2415,8 @@ class LogAnalyser:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         self._lines += 1
-        if not line.isprintable():  # tabs, CR, colours, NUL: the rare case
+        if not line.isprintable():  # tabs, CR, colours, NUL, a byte-order mark: the rare case
+            line = line.lstrip("\ufeff")
             if "\x1b" in line:
                 line = _ANSI.sub("", line)
             if _CTRL.search(line):
@@ -2461,6 +2462,11 @@ class LogAnalyser:
             raw, pending = pending or stream.read(block_bytes), b""
             if not raw:
                 break
+            if not stats.bytes_read and raw[:1] in (b"\xef", b"\xff", b"\xfe"):
+                # a byte-order mark (Notepad's UTF-8, PowerShell's UTF-16 of `> log.txt`):
+                # no part of the first line, whose prefix names its process
+                raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw[2:] if raw[:2] in (
+                    b"\xff\xfe", b"\xfe\xff") else raw
             repeated = self.repeated_bytes
             plain = b"\0" not in raw and raw.isascii()  # C-speed tests
             if plain:  # plain ASCII text: read on while it stays plain, scan it as one

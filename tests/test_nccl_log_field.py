@@ -4439,3 +4439,21 @@ def test_a_paste_indented_as_a_list_s_code_block_keeps_its_tags(tmp_path):
     code, d = check(tmp_path, ["  - `NET/OFI Selected provider is efa, fabric is efa-direct "
                                "(found 16 nics)`"])
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_a_byte_order_mark_is_no_part_of_the_first_line(tmp_path, encoding):
+    # Notepad saves UTF-8 with a byte-order mark, and Windows PowerShell's `> log.txt`
+    # writes UTF-16 with one. A paste cut in its first line's host (`pu-node-07` of
+    # `gpu-node-07`) is that host's cut line, not another host's, with the mark too.
+    lines = ["pu-node-07:7:7 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>"] + [
+        L.info("gpu-node-07", 7, 0, m) for m in (
+            "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", "Using network IB",
+            "Channel 00/0 : 0[0] -> 4[0] [send] via NET/IB/0")]
+    path = tmp_path / "bom.log"
+    path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
+    res = CliRunner().invoke(check_log, [str(path), "--json"])
+    d = json.loads(res.output)
+    assert [(r["host"], r["transport"]) for r in d["ranks"]] == [("gpu-node-07", "ib")], d["ranks"]
+    v = analyse(["\ufeff" + lines[0]] + lines[1:])
+    assert [(r.host, r.transport) for r in v.ranks] == [("gpu-node-07", Transport.IB)]
