@@ -2943,7 +2943,9 @@ class LogAnalyser:
                 labels["label"].replace("#", "").replace(">", "").strip()))
             level = "INFO"
             if _STRIPPED_WARN.match(rest):
-                if not launched:
+                if not launched or rest.startswith("FI_EFA_"):
+                    # (libfabric's EFA provider writes its abort itself, under whatever
+                    # launcher ran the job: no NCCL WARN that PyTorch could echo)
                     level = "WARN"
                 elif len(self._warn_echoes) < _MAX_ITEMS:
                     echo = True  # (kept: result() reads it where it is all there is)

@@ -4457,3 +4457,15 @@ def test_a_byte_order_mark_is_no_part_of_the_first_line(tmp_path, encoding):
     assert [(r["host"], r["transport"]) for r in d["ranks"]] == [("gpu-node-07", "ib")], d["ranks"]
     v = analyse(["\ufeff" + lines[0]] + lines[1:])
     assert [(r.host, r.transport) for r in v.ranks] == [("gpu-node-07", Transport.IB)]
+
+
+def test_libfabric_s_efa_abort_under_a_launcher_s_tag_is_still_its_warn(tmp_path):
+    # a g5 whose EFA device has no RDMA read: libfabric writes its abort itself, so under
+    # Open MPI's tag, srun's label or torchrun's it is the same failure as without one, not
+    # PyTorch's echo of a WARN (NCCL never printed it)
+    lines = ["NET/OFI Selected provider is efa, fabric is efa (found 1 nics)",
+             "FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read "
+             "capability.  Application will abort()."]
+    for tag in ("", "[1,0]<stderr>:", "0: ", "[default0]:"):
+        code, d = check(tmp_path, [tag + x for x in lines])
+        assert (d["transport"], d["attempted"]) == ("failed", "ofi"), (tag, d["summary"])
