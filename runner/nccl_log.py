@@ -2070,6 +2070,14 @@ class _Proc:
             # is a network "chosen and then failed". (Where the job crossed nodes it stays a
             # failed init of the network it chose: the failure branch above.)
             local_failure, failure, attempted = failure, None, None
+        elif failure is not None and inter_node is False and selected is None \
+                and self.err_kind is None and not self.net_channels:
+            # ... and any init failure of a job that stayed on one node, where no network
+            # was chosen and the error names none: NCCL's bootstrap between the node's own
+            # processes (nccl#1382, JAX on nine 4090s: `socketTryAccept: Accept failed: Bad
+            # file descriptor`, then bootstrap.cc and init.cc; nccl-tests#166's proxy socket
+            # closed by its own host)
+            local_failure, failure, attempted = failure, None, None
         link_error = self.link_failure(work_done) if failure is None else None
         if selected is None and link_error is not None:
             selected = self.err_kind  # a paste of a running job's errors: the link's network
@@ -3101,6 +3109,12 @@ def _in_words_of(library: str | None, hint: str) -> str:
     return hint.replace("aws-ofi-nccl", "aws-ofi-rccl").replace("libnccl-net", "librccl-net")
 
 
+# The errors of NCCL's bootstrap sockets (not the proxy's, whose `Socket recv failed while
+# polling` echoes a fault in shared memory or P2P)
+_BOOTSTRAP_SOCKET = re.compile(r"socket(?:Try)?Accept|socketPoll|socketConnect|[Bb]ootstrap|"
+                               r"Call to (?:bind|connect|accept|listen)")
+
+
 def _in_node_advice(why: str) -> str:
     """What failed, for the init-failed-in-node warning, and the usual fix."""
     if why.startswith(_DUPLICATE_GPU):
@@ -3113,6 +3127,10 @@ def _in_node_advice(why: str) -> str:
     if why.startswith(_RING_OPEN):
         return ("the ranks' topologies disagree, not the network (hosts or containers that "
                 "report one host id, or different NCCL versions on the nodes)")
+    if _BOOTSTRAP_SOCKET.search(why):
+        return ("NCCL's bootstrap sockets between the node's own processes, not the network "
+                "(NCCL_SOCKET_IFNAME must name an interface that all of them can reach; a "
+                "firewall or a network namespace per process breaks it)")
     return ("shared memory, P2P or NVLS setup, not the network (in a container, a /dev/shm "
             "too small is the usual cause: docker --shm-size, a larger emptyDir medium Memory)")
 

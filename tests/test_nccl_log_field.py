@@ -4469,3 +4469,25 @@ def test_libfabric_s_efa_abort_under_a_launcher_s_tag_is_still_its_warn(tmp_path
     for tag in ("", "[1,0]<stderr>:", "0: ", "[default0]:"):
         code, d = check(tmp_path, [tag + x for x in lines])
         assert (d["transport"], d["attempted"]) == ("failed", "ofi"), (tag, d["summary"])
+
+
+def test_a_bootstrap_failure_on_one_node_is_no_network_s_failure(tmp_path):
+    # nccl#1382 (JAX, nine 4090s in one machine): one process drives the GPUs, its
+    # bootstrap's accept fails and init returns the error: NCCL chose no network, and no
+    # traffic was to leave the node, so the job failed on none (the verdict is none; the
+    # summary still names the failure)
+    h = "gpu-box-000"
+    lines = L.warn(h, 275204, 4, "socketTryAccept: Accept failed: Bad file descriptor",
+                   where="misc/socket.cc:415")
+    for dev in (4, 3):
+        lines += [L.info(h, 275204, dev, m, tid=275650 + dev) for m in (
+            "misc/socket.cc:559 -> 2", "bootstrap.cc:280 -> 2", "init.cc:1388 -> 2")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"]) == ("none", False), d["summary"]
+    assert "Accept failed" in d["summary"], d["summary"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "init-failed-in-node")
+    assert "bootstrap sockets" in w, w
+    # ... while with a process per GPU nothing says the job stayed on the node: it failed
+    one = [x.replace(":275204:", f":{275204 + i}:") for i, x in enumerate(lines)]
+    code, d = check(tmp_path, [x.replace(" [3] ", " [4] ") for x in one])
+    assert d["transport"] == "failed", d["summary"]
