@@ -159,6 +159,7 @@ WARNING_CODES: tuple[str, ...] = (
     "processes-dropped",
     "link-failed",
     "init-failed-in-node",
+    "docker-bridge",
 )
 
 # --------------------------------------------------------------------------------------------
@@ -2058,9 +2059,13 @@ class _Proc:
         nodes, libfabric's own lines of its pid, whether NCCL went on without CollNet, and
         whether PyTorch said NCCL work had completed (`last completed NCCL work: N`)."""
         selected, network = self.selection()
-        failure, attempted = self.failure(selected, inter_node, collnet_fallback, work_done)
+        # (a fault within the node is judged as where nodes are not known, below, also where
+        # the job is known to stay on one node: it is the node's failure either way)
+        failure, attempted = self.failure(
+            selected, None if inter_node is False and self.local_fault else inter_node,
+            collnet_fallback, work_done)
         local_failure = None
-        if failure is not None and inter_node is None and self.local_fault and \
+        if failure is not None and inter_node is not True and self.local_fault and \
                 not self.net_channels:
             # Shared memory, P2P or NVLS setup failed (a full /dev/shm in a container, a P2P
             # buffer's CUDA OOM, NVLS's CUDA failure) where nothing says the job spanned
@@ -3407,6 +3412,20 @@ def _loopback(ip: str) -> bool:
     return ip.startswith("127.") or ip in ("::1", "0:0:0:0:0:0:0:1")
 
 
+_CONTAINER_ID = re.compile(r"[0-9a-f]{12}")  # Docker names a container's host by its id
+
+
+def _docker_bridge_only(procs: Sequence[_Proc]) -> bool:
+    """Do these processes run in a Docker container on its default bridge (a hostname that
+    is the container's id, every address in 172.17.0.0/16)? That network is NATed to its
+    own machine: no other machine reaches a container at those addresses, so NCCL's
+    sockets there connect ranks of one machine only (a job across machines runs with
+    --network=host, under the machine's own name and addresses)."""
+    ips = [ip for p in procs for ip in p.ips if not _loopback(ip)]
+    return bool(ips) and all(ip.startswith("172.17.") for ip in ips) and all(
+        _CONTAINER_ID.fullmatch(p.host) for p in procs)
+
+
 class _Judge:
     def __init__(self, a: LogAnalyser) -> None:
         self.a = a
@@ -3423,6 +3442,7 @@ class _Judge:
             (p.has_net_evidence if not set(p.sources) & real_sources
              else p.label and p.has_choice_evidence)
             and (p.pid is None or p.pid not in real_pids))]
+        self.docker_bridge = False  # (set by _inter_node: see _docker_bridge_only)
         self.inter_node, self.identities = self._inter_node()
         pid_count = Counter(p.pid for p in self.reportable if p.pid is not None)
         collnet = any(p.recover_seq >= 0 for p in procs)  # NCCL went on without CollNet
@@ -3577,6 +3597,12 @@ class _Judge:
             # the host calls itself localhost: one machine (round 23: the 5 real pastes of
             # this shape were all of one box; with one GPU per process, most pastes of one
             # host were one node of a bigger job, so those stay unknown)
+            return False, 1
+        if len(ident) == 1 and not unknown and n_ident == 1 and _docker_bridge_only(real):
+            # one container on Docker's default bridge: its sockets reach its own machine
+            # only (the 9 of 10 such round logs whose threads said: one machine; vllm,
+            # Megatron, sglang, ms-swift, DeepSpeed-Chat and Lightning in `docker run`)
+            self.docker_bridge = True
             return False, 1
         if not ident or unknown or not world:
             return None, n_ident
@@ -3964,6 +3990,13 @@ class _Judge:
         if world and shown < world:
             self.warn("ranks-missing",
                       f"the log shows {shown} of {world} ranks; verdict covers those only")
+        if self.docker_bridge:
+            # (the one such round log of a job meant for two machines hung there: nccl#367)
+            self.warn("docker-bridge",
+                      "the processes run in a Docker container on its default bridge network "
+                      "(172.17.0.0/16): NCCL's sockets reach this machine only, so the job is "
+                      "read as one node's; a job across machines hangs there (run its "
+                      "containers with --network=host)")
         if not with_sel and kind.needs_network:
             self.warn("no-transport",
                       f"no NCCL network selection in {self._source()}: cannot confirm the "

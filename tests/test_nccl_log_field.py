@@ -4491,3 +4491,25 @@ def test_a_bootstrap_failure_on_one_node_is_no_network_s_failure(tmp_path):
     one = [x.replace(":275204:", f":{275204 + i}:") for i, x in enumerate(lines)]
     code, d = check(tmp_path, [x.replace(" [3] ", " [4] ") for x in one])
     assert d["transport"] == "failed", d["summary"]
+
+
+def test_a_container_on_docker_s_default_bridge_is_one_machine(tmp_path):
+    # `docker run` without --network=host: the container's host name is its id and its one
+    # address is on the default bridge (172.17.0.0/16), NATed to its own machine; NCCL
+    # falls back to sockets there (no IB device), and its sockets reach that machine only
+    # (round logs of vLLM, Megatron, Lightning in such containers: all one machine)
+    h = "c6e071419451"
+    lines = []
+    for dev in range(4):
+        lines += [L.info(h, 770438 + dev, dev, m) for m in (
+            "Bootstrap : Using eth0:172.17.0.3<0>", "NET/IB : No device found.",
+            "NET/Socket : Using [0]eth0:172.17.0.3<0>", "Using network Socket")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"], d["nodes"]) == ("none", False, 1), d["summary"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "docker-bridge")
+    assert "--network=host" in w, w
+    # the machine's own name or address (--network=host): other machines may be in it
+    for a, b in (("c6e071419451", "gpu-node-1"), ("172.17.0.3", "10.1.0.3")):
+        code, d = check(tmp_path, [x.replace(a, b) for x in lines])
+        assert d["transport"] == "socket" and "docker-bridge" not in [
+            w["code"] for w in d["warnings"]], (b, d["summary"])
