@@ -3686,6 +3686,12 @@ class _Judge:
                             if (m := _IB_OPEN_FAILED.match(w))), None)
                 if dev:
                     return Fabric.INFINIBAND, f"IB device {dev}, which NCCL could not open"
+        # Ranks across nodes of which some used IB and others sockets (NeMo#4035: one node's
+        # ranks on IBext, the other's with NCCL_IB_DISABLE=1 on sockets): the fabric is
+        # there, and the socket ranks did not use it
+        used = {r.transport for r in self.ranks}
+        if Transport.IB in used and Transport.SOCKET in used:
+            return Fabric.INFINIBAND, "the ranks that used IB"
         return None, None
 
     def _ib_hca_note(self) -> str:

@@ -4513,3 +4513,21 @@ def test_a_container_on_docker_s_default_bridge_is_one_machine(tmp_path):
         code, d = check(tmp_path, [x.replace(a, b) for x in lines])
         assert d["transport"] == "socket" and "docker-bridge" not in [
             w["code"] for w in d["warnings"]], (b, d["summary"])
+
+
+def test_ranks_on_sockets_beside_ranks_on_ib_are_a_fallback(tmp_path):
+    # NeMo#4035: one node's ranks used IB (IBext), the other's, with NCCL_IB_DISABLE=1 and
+    # no device, sockets; no --fabric given. The IB ranks show the fabric: the socket ranks
+    # fell back from it (exit 1), not "cannot tell"
+    ib = [L.info("gpu01", 10, 0, m) for m in (
+        "NET/IB : Using [0]mlx5_9:1/RoCE ; OOB eno1:10.0.0.1<0>", "Using network IB",
+        "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0")]
+    sock = [L.info("gpu02", 20, 0, m) for m in (
+        "NET/IB : No device found.", "NET/Socket : Using [0]eno1:10.0.0.2<0>",
+        "Using network Socket", "Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0")]
+    code, d = check(tmp_path, ib + sock)
+    assert (d["mixed"], d["verdict"], code) == (True, "fallback", 1), d["summary"]
+    assert "the ranks that used IB" in d["summary"], d["summary"]
+    # sockets alone, with no fabric given: still cannot tell
+    code, d = check(tmp_path, sock)
+    assert (d["verdict"], code) == ("fast", 0), d["summary"]
