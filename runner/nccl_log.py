@@ -389,7 +389,7 @@ _BARE_MSG = re.compile("^" + _BARE_MSG_HEADS)
 # that merely looks like `10:00:00 [0] INFO ...` makes no process.
 _OLD_PREFIX = re.compile(
     _HOST_NOT_CLOCK + r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
-    r"(?:\S+\.(?:cc|cu|c|h|cpp|cuh):\d+ (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
+    r"(?:(?P<src>\S+\.(?:cc|cu|c|h|cpp|cuh):\d+) (?=WARN))?(?P<level>(?<=\] )INFO(?= (?:%s|\S+\.cu?:\d+ -> |"
     r"\d+ -> \d+ via |CUDA Dev \d|"
     r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % _BARE_MSG_HEADS)
 
@@ -2906,7 +2906,7 @@ class LogAnalyser:
                 prefixes[text[:i]] = proc
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
-            where = m.groupdict().get("src")  # (_OLD_PREFIX has none)
+            where = m.group("src")
             if where and m.group("level") == "WARN":
                 proc.take_warn_source(where, msg)
             return

@@ -4531,3 +4531,19 @@ def test_ranks_on_sockets_beside_ranks_on_ib_are_a_fallback(tmp_path):
     # sockets alone, with no fabric given: still cannot tell
     code, d = check(tmp_path, sock)
     assert (d["verdict"], code) == ("fast", 0), d["summary"]
+
+
+def test_an_old_p2p_warn_is_a_fault_in_the_node(tmp_path):
+    # pytorch#4921, NCCL 2.1 (no `NCCL` before the level): CUDA ran out of memory and
+    # transport/p2p.cu could not get a CUDA IPC handle (which only GPUs of one machine
+    # share); init returned the error. No network was in play: none, the fault named.
+    h = "c460c041"
+    lines = [f"{h}:101211:106353 [0] INFO CUDA Dev 0, IB Ports : mlx5_2/1(SOC) mlx5_0/1(SOC)",
+             f"{h}:101211:106353 [0] init.cu:218 WARN Cuda failure 'out of memory'",
+             f"{h}:101211:106353 [0] transport/p2p.cu:404 WARN rank 1 failed to get CUDA IPC "
+             "handle to device 0 : 11 invalid argument"]
+    lines += [f"{h}:101211:106353 [0] INFO {m}" for m in (
+        "init.cu:191 -> 3", "init.cu:266 -> 3", "misc/group.cu:70 -> 3 [Async thread]")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none", d["summary"]
+    assert "init-failed-in-node" in [w["code"] for w in d["warnings"]], d["warnings"]
