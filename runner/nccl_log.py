@@ -2083,6 +2083,12 @@ class _Proc:
             # file descriptor`, then bootstrap.cc and init.cc; nccl-tests#166's proxy socket
             # closed by its own host)
             local_failure, failure, attempted = failure, None, None
+        if failure is not None and attempted is None and self.plugin is None and any(
+                w.startswith("Failed to open libibverbs") for w in self.nccl_warnings):
+            # (libibverbs would not load, so sockets were all the rank could try: a WARN-only
+            # log of NCCL 2.4's, `Failed to open libibverbs.so[.1]`, then `Connect to
+            # 172.18.0.1<49273> failed : Connection refused`, pytorch/examples#689)
+            attempted = Transport.SOCKET
         link_error = self.link_failure(work_done) if failure is None else None
         if selected is None and link_error is not None:
             selected = self.err_kind  # a paste of a running job's errors: the link's network

@@ -1359,13 +1359,14 @@ def test_the_socket_helpers_warns_name_no_transport(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] is None and code == 1, d["summary"]
     # NCCL 2.3 in a container without rdma-core or a usable interface (nccl-tests#14): the
     # libibverbs WARN is NCCL's look for IB, which it then goes without; the failure is
-    # the socket helper's, which names no transport either
+    # the socket helper's, which names no transport either, but with no verbs library and
+    # no plugin sockets were all that NCCL could try (fc0d612)
     probe = L.warn("b71c0f2e9a13", 4410, 0, "Failed to open libibverbs.so[.1]",
                    where="misc/ibvwrap.cu:61")
     sock = L.warn("b71c0f2e9a13", 4410, 0, "Socket creation failed : Address family not "
                   "supported by protocol", where="include/socket.h:311")
     code, d = check(tmp_path, probe + sock)
-    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
+    assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
     assert "libibverbs" not in d["ranks"][0]["failure"]
     # ... and alone, on every host of a working socket job that logged only WARNs, it is no
     # failure at all
@@ -4547,3 +4548,18 @@ def test_an_old_p2p_warn_is_a_fault_in_the_node(tmp_path):
     code, d = check(tmp_path, lines)
     assert d["transport"] == "none", d["summary"]
     assert "init-failed-in-node" in [w["code"] for w in d["warnings"]], d["warnings"]
+
+
+def test_a_failure_after_libibverbs_would_not_load_was_trying_sockets(tmp_path):
+    # pytorch/examples#689 (NCCL 2.4, NCCL_DEBUG=WARN: no INFO lines): both ranks could not
+    # load libibverbs, so sockets were all they had; then a connect was refused
+    lines = L.warn("id-d3", 714, 0, "Failed to open libibverbs.so[.1]", where="misc/ibvwrap.cu:63")
+    lines += L.warn("id-d3", 715, 1, "Failed to open libibverbs.so[.1]", where="misc/ibvwrap.cu:63")
+    lines += L.warn("id-d3", 715, 1, "Connect to 172.18.0.1<49273> failed : Connection refused",
+                    where="include/socket.h:382")
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"]) == ("failed", "socket"), d["summary"]
+    # (with a plugin loaded, libibverbs' absence says nothing of what the plugin tried)
+    code, d = check(tmp_path, [L.info("id-d3", 715, 1, "NET/Plugin: Loaded net plugin IBext "
+                                                       "(v4)")] + lines)
+    assert d["attempted"] != "socket", d["summary"]
