@@ -2651,7 +2651,7 @@ class LogAnalyser:
         text = line.decode("utf-8", "replace")
         if _maybe_wrapped(text):
             text = _unwrapped(text)
-        if e < hi and text.rstrip()[-1:] in ("N", ":"):
+        if e < hi and text.endswith(("N", ":", " ", "\t", "\r")):
             tail = text.rstrip()
             if tail.endswith("NCCL WARN") and data[e + 1:e + 2] in (b" ", b"\t"):
                 text, e = self._wrapped_warn(data, text, e, hi)
