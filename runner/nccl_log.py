@@ -284,7 +284,7 @@ _PASS_PATTERNS = (
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
     # (NCCL >= 2.28 names the function: `init.cc:1565 (initTransportsRank) -> 2`)
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:\([\w:~]{1,80}\) )?"
-    r"(?:-> -?\d|WARN )",
+    r"(?:(?:->|-&gt;) -?\d|WARN )",
     r"(?m)\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _BARE_HEADS),  # stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
@@ -296,8 +296,9 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
 # pass. Looking for one byte is memchr, several times cheaper than a pass, and the lines
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
-# no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it.)
-_GATES = ((), (b"T",), (b">", b"W"), (), (), (b"_",), (), (b"#",))
+# no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it;
+# `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288.)
+_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0

@@ -4563,3 +4563,20 @@ def test_a_failure_after_libibverbs_would_not_load_was_trying_sockets(tmp_path):
     code, d = check(tmp_path, [L.info("id-d3", 715, 1, "NET/Plugin: Loaded net plugin IBext "
                                                        "(v4)")] + lines)
     assert d["attempted"] != "socket", d["summary"]
+
+
+def test_an_error_chain_whose_page_escaped_its_arrows_is_read(tmp_path):
+    # a log copied from a web page that escaped it (pytorch#76288: `-&gt;`, `&lt;0&gt;`):
+    # the chain from IB's connect up to init still says init failed while trying IB
+    h = "node1"
+    lines = [L.info(h, 7, 0, "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1&lt;0&gt;"),
+             L.info(h, 7, 0, "Using network IB")]
+    lines += L.warn(h, 7, 0, "NET/IB : Got completion from peer 10.0.0.2&lt;45011&gt; with "
+                    "error 12, opcode 0, len 0, vendor err 129", where="transport/net_ib.cc:1076")
+    lines += [L.info(h, 7, 0, m) for m in (
+        "transport/net_ib.cc:1214 -&gt; 2", "transport/net.cc:412 -&gt; 2",
+        "transport.cc:168 -&gt; 2", "init.cc:1263 -&gt; 2", "group.cc:72 -&gt; 2 [Async thread]")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+    code, d = check(tmp_path, [x.replace("-&gt;", "->") for x in lines])
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
