@@ -3124,7 +3124,8 @@ def _in_words_of(library: str | None, hint: str) -> str:
 # The errors of NCCL's bootstrap sockets (not the proxy's, whose `Socket recv failed while
 # polling` echoes a fault in shared memory or P2P)
 _BOOTSTRAP_SOCKET = re.compile(r"socket(?:Try)?Accept|socketPoll|socketConnect|[Bb]ootstrap|"
-                               r"Call to (?:bind|connect|accept|listen)")
+                               r"Call to (?:bind|connect|accept|listen|recv from)|"
+                               r"Connect to \S+ failed|Connection reset")
 
 
 def _in_node_advice(why: str) -> str:

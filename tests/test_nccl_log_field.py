@@ -4580,3 +4580,23 @@ def test_an_error_chain_whose_page_escaped_its_arrows_is_read(tmp_path):
     assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
     code, d = check(tmp_path, [x.replace("-&gt;", "->") for x in lines])
     assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+
+
+def test_a_bootstrap_reset_in_one_container_is_advised_as_the_bootstrap_s(tmp_path):
+    # nccl#963: several threads of one process in one container initialise communicators
+    # at once; the bootstrap's sockets to the container's own address are reset. The job
+    # stayed in the node (Docker's default bridge): the advice is the bootstrap's, not
+    # shared memory's
+    h = "9306dc444753"
+    lines = [L.info(h, 248281, 3, "Bootstrap : Using eth0:172.17.0.2<0>")]
+    lines += L.warn(h, 248281, 3, "Net : Connect to 172.17.0.2<40537> failed : Connection reset "
+                   "by peer", where="misc/socket.cc:456")
+    lines += [L.info(h, 248281, 3, m, tid=248335) for m in (
+        "bootstrap.cc:256 -> 6", "init.cc:516 -> 6", "init.cc:1089 -> 6",
+        "group.cc:64 -> 6 [Async thread]")]
+    lines += L.warn(h, 248281, 2, "Net : Call to recv from 172.17.0.2<40537> failed : "
+                    "Connection reset by peer", where="misc/socket.cc:518")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none", d["summary"]
+    w = next(w["message"] for w in d["warnings"] if w["code"] == "init-failed-in-node")
+    assert "bootstrap sockets" in w and "shm" not in w, w
