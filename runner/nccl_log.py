@@ -649,11 +649,13 @@ _OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>E
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
 # libibverbs.so[.1]`, printed on every host without it; NCCL goes on with sockets).
 _COLLNET_FALLBACK = "Cannot initialize CollNet"
-_DUPLICATE_GPU = "Duplicate GPU detected"
+# (two ranks on one GPU: NCCL >= 2.31 words it `Multiple Ranks are using the same
+# GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 ...`, nccl#1716)
+_DUPLICATE_GPU = ("Duplicate GPU detected", "Multiple Ranks are using the same GPU")
 _SYSFS_HIDDEN = "Could not find real path of /sys"
 _RING_OPEN = "Error : ring "
 _IN_NODE_WARN = re.compile(
-    r"(?:%s|%s|%s\d+ does not loop back)" % (_DUPLICATE_GPU, _SYSFS_HIDDEN, _RING_OPEN))
+    r"(?:%s|%s|%s|%s\d+ does not loop back)" % (*_DUPLICATE_GPU, _SYSFS_HIDDEN, _RING_OPEN))
 # IB's init skipping a device it cannot open (a probe WARN, below); which device, where no
 # other then opened (see _Judge._fabric)
 _IB_OPEN_FAILED = re.compile(r"^NET/IB\w* ?: ?Unable to open device ([\w.\-]+)")

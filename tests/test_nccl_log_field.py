@@ -1180,8 +1180,13 @@ def test_connect_retries_are_nccl_lines_of_their_process(tmp_path):
     assert "NCCL_DEBUG" not in d["summary"] and "spans 5 nodes" in d["summary"]
 
 
+@pytest.mark.parametrize("wording", [
+    "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 83000",
+    # NCCL >= 2.31 (nccl#1716, MIG partitions): the same fault in its new words
+    "Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to "
+    "enable this configuration."])
 @pytest.mark.parametrize("nnodes", [None, 2])
-def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes):
+def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes, wording):
     # pytorch#47885 (NCCL 2.7.8, two TITAN Xp in one box) and horovod#3929: init.cc's
     # `Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 83000` (NCCL finds it
     # among the ranks of one host; ncclInvalidUsage), after `Using network Socket`. No
@@ -1197,8 +1202,7 @@ def test_two_ranks_on_one_gpu_is_a_fault_within_the_node(tmp_path, nnodes):
             s.append(L.info(h, pid, r, f"comm 0x7f{r} rank {r} nRanks 4 nNodes {nnodes} "
                                        f"localRanks 2 localRank {r} MNNVL 0"))
         streams.append(s)
-    streams[1] += L.warn(h, 33793, 1, "Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
-                         "device 83000", where="init.cc:573")
+    streams[1] += L.warn(h, 33793, 1, wording, where="init.cc:573")
     streams[1] += [L.info(h, 33793, 1, "init.cc:840 -> 5")]
     code, d = check(tmp_path, streams[0] + streams[1])
     if nnodes is None:
