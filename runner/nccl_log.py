@@ -1925,7 +1925,9 @@ class _Proc:
         stayed on one node, an init that failed with no WARN about the network since the
         choice (a topology search: `graph/paths.cc:82 NCCL WARN Failed to find reverse
         path`; GPU to GPU setup: `transport/p2p.cc:235 NCCL WARN hipIpcGetMemHandle failed`,
-        shm; a CUDA fault) is no network's failure: the network was never to be used."""
+        shm; a CUDA fault) is no network's failure: the network was never to be used. (A
+        fault in shared memory or P2P is returned wherever it happened: report() makes it
+        the node's own failure where the job is not known to cross nodes.)"""
         completed_after = self.complete_seq > max(self.sel_seq, 0)
         if self.not_found and self.complete_seq < self.fatal_seq:
             name = self.not_found
@@ -1956,11 +1958,12 @@ class _Proc:
             collnet_fallback and self.last_warn is None and self.err_msg is None)
         if recovered:
             return None, None
-        if self.local_fault and not local and inter_node is not False:
+        if self.local_fault:
             # shared memory or P2P setup failed (a full /dev/shm: `include/shm.h:48 NCCL WARN
             # Error while creating shared memory segment`, then `transport/shm.cc:101 -> 2`,
-            # `transport.cc:30 -> 2`): the job failed, on no network (Paddle#55987); in a job
-            # across nodes it was trying the network it chose (a W&B log: channels over
+            # `transport.cc:30 -> 2`): the job failed, on no network (Paddle#55987; report()
+            # names it the node's failure where the job is not known to cross nodes); in a
+            # job across nodes it was trying the network it chose (a W&B log: channels over
             # NET/Socket, then shm's CUDA failure)
             return self.last_warn or self.chain_msg or "NCCL init failed", (
                 selected if inter_node is True else None)
@@ -2062,11 +2065,7 @@ class _Proc:
         nodes, libfabric's own lines of its pid, whether NCCL went on without CollNet, and
         whether PyTorch said NCCL work had completed (`last completed NCCL work: N`)."""
         selected, network = self.selection()
-        # (a fault within the node is judged as where nodes are not known, below, also where
-        # the job is known to stay on one node: it is the node's failure either way)
-        failure, attempted = self.failure(
-            selected, None if inter_node is False and self.local_fault else inter_node,
-            collnet_fallback, work_done)
+        failure, attempted = self.failure(selected, inter_node, collnet_fallback, work_done)
         local_failure = None
         if failure is not None and inter_node is not True and self.local_fault and \
                 not self.net_channels:
