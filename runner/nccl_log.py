@@ -1228,7 +1228,7 @@ class _Proc:
         "unknown_nets", "nccl_warnings", "env", "lines", "label", "sel_seq", "weak_kind",
         "weak_in_use", "weak_seq", "complete_seq", "chan_seq", "err_seq", "err_msg", "err_kind",
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
-        "recover_seq", "net_chain_seq", "socket_is_choice", "local_seq",
+        "recover_seq", "net_chain_seq", "socket_is_choice", "verbs_missing", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
         "conn_seq", "comm_seq",
     )
@@ -1301,6 +1301,7 @@ class _Proc:
         # _bootstrap_only): it printed `Bootstrap : Using` apart (2.4.8), or found no
         # libibverbs or had IB disabled, after which sockets are all it has
         self.socket_is_choice = False
+        self.verbs_missing = False  # `Failed to open libibverbs.so[.1]`: no IB without a plugin
         self.local_seq = -1  # last WARN or chain link of a transport within a node (shm, p2p)
         self.link_seq = -1  # last WARN that a request failed on a working link
         self.conn_seq = -1  # last error chain link through the transports' connection setup
@@ -1673,7 +1674,7 @@ class _Proc:
         self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
         if _PROBE_WARN.match(msg):
             if msg.startswith("Failed to open libibverbs"):
-                self.socket_is_choice = True
+                self.socket_is_choice = self.verbs_missing = True
             return
         if 0 <= self.local_seq >= max(self.err_seq, self.warn_seq, self.complete_seq) \
                 and _LOCAL_ECHO.search(msg):
@@ -2085,8 +2086,8 @@ class _Proc:
             # file descriptor`, then bootstrap.cc and init.cc; nccl-tests#166's proxy socket
             # closed by its own host)
             local_failure, failure, attempted = failure, None, None
-        if failure is not None and attempted is None and self.plugin is None and any(
-                w.startswith("Failed to open libibverbs") for w in self.nccl_warnings):
+        if failure is not None and attempted is None and self.plugin is None \
+                and self.verbs_missing:
             # (libibverbs would not load, so sockets were all the rank could try: a WARN-only
             # log of NCCL 2.4's, `Failed to open libibverbs.so[.1]`, then `Connect to
             # 172.18.0.1<49273> failed : Connection refused`, pytorch/examples#689)
