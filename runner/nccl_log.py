@@ -837,6 +837,17 @@ def _warn_kind(msg: str) -> Transport | None:
     return None
 
 
+def _held_warn(tail: str) -> bool | None:
+    """May the lines after this (right-stripped) line hold its WARN's message? True: on
+    indented lines only (a WARN with no message); False: on any lines (a network's tag
+    alone, _WARN_TAG_ONLY); None: it is no such WARN."""
+    if tail.endswith("NCCL WARN"):
+        return True
+    if tail.endswith(":") and _WARN_TAG_ONLY.search(tail):
+        return False
+    return None
+
+
 def _wrap_ends(piece: str) -> bool:
     """Is this stripped line a log line of its own, which ends a WARN's wrapped message?"""
     return " NCCL " in piece or _triggers(piece)
@@ -2454,10 +2465,10 @@ class LogAnalyser:
                 self._flush_held()
             if _triggers(piece):
                 tail = piece.rstrip()
-                if tail.endswith("NCCL WARN") or tail.endswith(":") and _WARN_TAG_ONLY.search(tail):
-                    # its message may follow, indented (or anyhow, after a tag alone)
+                indented = _held_warn(tail)
+                if indented is not None:  # its message may follow
                     self._held, self._held_src = [tail], src
-                    self._held_indented = tail.endswith("NCCL WARN")
+                    self._held_indented = indented
                     continue
                 self._line(piece, src)
 
@@ -2655,11 +2666,9 @@ class LogAnalyser:
         if _maybe_wrapped(text):
             text = _unwrapped(text)
         if e < hi and text.endswith(("N", ":", " ", "\t", "\r")):
-            tail = text.rstrip()
-            if tail.endswith("NCCL WARN") and data[e + 1:e + 2] in (b" ", b"\t"):
-                text, e = self._wrapped_warn(data, text, e, hi)
-            elif _WARN_TAG_ONLY.search(tail):
-                text, e = self._wrapped_warn(data, text, e, hi, indented=False)
+            indented = _held_warn(text.rstrip())
+            if indented is False or indented and data[e + 1:e + 2] in (b" ", b"\t"):
+                text, e = self._wrapped_warn(data, text, e, hi, indented)
         if len(text) > MAX_LINE_CHARS or not text.isprintable():
             self._line(text, src)
             return e
