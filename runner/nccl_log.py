@@ -3090,8 +3090,7 @@ class LogAnalyser:
         self._flush_held()
         verdict = _Judge(self).verdict()
         if self._warn_echoes and verdict.transport is Transport.NONE and not any(
-                p.sel_seq >= 0 or p.weak_kind or p.err_msg or p.err_kind
-                for p in self._procs.values()):
+                p.has_net_evidence or p.err_kind for p in self._procs.values()):
             # A log that holds only PyTorch's traceback (NCCL_DEBUG unset, or its lines
             # not pasted): the echo of the last error (`[rank1]: Last error:`, then
             # `[rank1]: NET/OFI Unable to insert remote address into address vector ...`,
