@@ -272,6 +272,13 @@ _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+
     r"|ncclSocketInit: connecting to |Bootstrap : no socket interface found"
     # ... and a verbs call's WARN with neither prefix nor level
     r"|" + _VERBS_FAILED)
+# NCCL's WARN that a socket connect failed for good (its retries spent: `socketPollConnect:
+# connect to 10.0.0.2<42307> returned Connection timed out, exceeded error retry count (35)`;
+# or refused at once: `socketStartConnect: Connect to 172.18.0.2<44801> failed : Software
+# caused connection abort`), the words PyTorch, vLLM's logger or XLA echo after `Last error:`
+# (a page may wrap it after `returned Connection timed out,`)
+_SOCKET_CONNECT_FAILED = (r"(?m)socket(?:Poll|Start)Connect: [Cc]onnect (?:to [^\s<]{1,80}<\d{1,5}> )?"
+                          r"(?:returned [^,\n]{1,80},(?: exceeded|[ \t]*$)|failed )")
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
     # without NCCL's; pdsh, kubectl or an indent may come before it)
@@ -291,6 +298,8 @@ _PASS_PATTERNS = (
     r"(?m)\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
     # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
     r"#[^\S\n]+Rank[^\S\n]+\d+[^\S\n]",
+    # a socket connect that failed for good, anywhere in a line (see _SOCKET_CONNECT_ECHO)
+    _SOCKET_CONNECT_FAILED,
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
@@ -298,7 +307,7 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it;
 # `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288.)
-_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",))
+_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",), (b"Connect: ",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
@@ -711,6 +720,9 @@ _JSON_MSG = re.compile(r'"(?:log|message|msg|textPayload|MESSAGE)"\s*:\s*"(?P<v>
 _SOCKET_INIT_ECHO = re.compile(
     r"(?:ncclSocketInit: connecting to address .* is neither AF_INET|"
     r"Bootstrap : no socket interface found)")
+# ... and the same of a socket connect (_SOCKET_CONNECT_FAILED): read as that WARN only where
+# nothing else in the log names a network (result()), as _STRIPPED_WARN's echoes are
+_SOCKET_CONNECT_ECHO = re.compile(_SOCKET_CONNECT_FAILED)
 # Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 _STRIPPED_WARN = re.compile(
     _VERBS_FAILED + "|" + _EFA_ABORTS + "|"
@@ -2963,6 +2975,20 @@ class LogAnalyser:
             if self._init_echo is None:
                 self._init_echo = rest[e.start():e.start() + 200]
             return
+        elif "onnect: " in rest and "NCCL WARN" not in rest and "NCCL INFO" not in rest and (
+                e := _SOCKET_CONNECT_ECHO.search(rest)):
+            # the last error as PyTorch echoes it under its `[rank1]: ` (the rank's own lines
+            # showing only its retries, `socketPollConnect: connect returned Connection
+            # refused, retrying (33/34)`), or a logger writes it after its own prefix (vLLM's
+            # `ERROR 03-21 14:01:57 worker_base.py:581] socketStartConnect: Connect to ...`):
+            # kept, for result() to read where nothing else names a network
+            level, msg = "INFO", rest[e.start():]
+            echo = len(self._warn_echoes) < _MAX_ITEMS
+            name = " ".join(_CLOCK.sub(" ", rest[:e.start()]).split())[:80]
+            if name and not labels.get("label"):  # (a prefix _outer does not know, Ray's
+                # `(worker1, rank=1, pid=27522, ip=10.105.0.4) [rank4]: `: it names the rank
+                # that echoed, which a file of real processes reports only with a label)
+                labels = {**labels, "label": name}
         elif _BARE_MSG.match(rest):
             # no level and no prefix left (a paste stripped of both): the plugin's error
             # wording, which no INFO line has, was a WARN. (Under a launcher's prefix it is

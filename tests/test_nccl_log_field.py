@@ -4388,6 +4388,42 @@ def test_pytorchs_echo_of_a_network_warn_is_read_where_it_is_all_the_log_holds(t
     assert d["verdict"] != "failed", d["summary"]
 
 
+def test_the_echo_of_a_socket_connect_that_failed_for_good_fails_the_init(tmp_path):
+    # Two srun tasks; the second's NCCL retries its bootstrap connect (INFO lines only, the
+    # first node's listener gone), then PyTorch's traceback ends with the WARN it gave up on
+    # (`exceeded error retry count`): the init failed, trying no network yet.
+    h, pid = "g15", 20394
+    retries = [L.info(h, pid, 0, "socketPollConnect: connect returned Connection refused, "
+                                 f"retrying ({k}/34) after sleep for {100 * k} msec")
+               for k in (1, 2, 3)]
+    tb = ["[rank1]: torch.distributed.DistBackendError: NCCL error in: NCCLUtils.cpp:77, "
+          "remote process exited or there was a network error, NCCL version 2.26.2",
+          "[rank1]: Last error:"]
+    gave_up = "socketPollConnect: connect returned Connection refused, exceeded error retry count (35)"
+    code, d = check(tmp_path, retries + tb + ["[rank1]: " + gave_up])
+    assert (d["transport"], d["attempted"]) == ("failed", None) and code == 1, d["summary"]
+    assert gave_up in d["summary"], d["summary"]
+    # the retries alone may still have connected: nothing failed
+    code, d = check(tmp_path, retries + tb)
+    assert d["transport"] == "none", d["summary"]
+    # under a prefix that names no rank (line numbers of a viewer, Ray's worker tag), and
+    # as a logger writes NCCL's immediate refusal after its own prefix (an RL actor whose
+    # address was a container's bridge)
+    for line in (" 125  [rank1]: " + gave_up,
+                 "(worker1, rank=1, pid=27522, ip=10.0.0.4) [rank4]: [rank4]: " + gave_up,
+                 "(Actor pid=3249, ip=10.0.0.3) ERROR 03-21 14:01:57 worker_base.py:581] "
+                 "socketStartConnect: Connect to 172.18.0.2<44801> failed : Software caused "
+                 "connection abort"):
+        code, d = check(tmp_path, retries + tb + [line])
+        assert d["transport"] == "failed", (line, d["summary"])
+    # beside a rank that chose and used a network, the echo is only that rank's last word
+    own = [L.info("g13", 7, 0, m) for m in (
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.0.13<0>", "Using network IB",
+        "Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0")]
+    code, d = check(tmp_path, own + tb + ["[rank1]: " + gave_up])
+    assert d["transport"] == "ib", d["summary"]
+
+
 @pytest.mark.parametrize("quote", ["- `{}`", "* {}", "`{}`", "+ `{}`,"])
 def test_lines_quoted_as_markdown_list_items_or_inline_code_are_read(tmp_path, quote):
     # notes on a GIN proxy between two p6 nodes quote NCCL's lines as a list of inline code
