@@ -298,8 +298,9 @@ _PASS_PATTERNS = (
     r"(?m)\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
     # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
     r"#[^\S\n]+Rank[^\S\n]+\d+[^\S\n]",
-    # a socket connect that failed for good, anywhere in a line (see _SOCKET_CONNECT_ECHO)
-    _SOCKET_CONNECT_FAILED,
+    # a socket connect that failed for good, anywhere in a line (see _SOCKET_CONNECT_ECHO),
+    # and the last WARN as RCCL's and XLA's errors quote it (see _LAST_WARNING)
+    _SOCKET_CONNECT_FAILED + r"|[NR]CCL warning",
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
@@ -307,7 +308,7 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it;
 # `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288.)
-_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",), (b"Connect: ",))
+_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",), (b"Connect: ", b"CCL warning"))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
@@ -723,6 +724,11 @@ _SOCKET_INIT_ECHO = re.compile(
 # ... and the same of a socket connect (_SOCKET_CONNECT_FAILED): read as that WARN only where
 # nothing else in the log names a network (result()), as _STRIPPED_WARN's echoes are
 _SOCKET_CONNECT_ECHO = re.compile(_SOCKET_CONNECT_FAILED)
+# The last WARN as an error's text quotes it: RCCL's `Last RCCL warning: 'Call to
+# ibv_modify_qp failed with 110 Connection timed out, ...'`, XLA's `Last NCCL warning(error)
+# log entry (may be unrelated) '...'`: an echo like PyTorch's `Last error:` (result())
+_LAST_WARNING = re.compile(
+    r"Last [NR]CCL warning(?:\(error\))?(?: log entry \(may be unrelated\))?:? ?'")
 # Words of an aws-ofi-nccl / NET/IB error that a paste stripped of `NCCL WARN` still shows
 _STRIPPED_WARN = re.compile(
     _VERBS_FAILED + "|" + _EFA_ABORTS + "|"
@@ -2975,6 +2981,17 @@ class LogAnalyser:
             if self._init_echo is None:
                 self._init_echo = rest[e.start():e.start() + 200]
             return
+        elif "CCL warning" in rest and (w := _LAST_WARNING.search(rest)):
+            quoted = rest[w.end():].rstrip().rstrip("'.,;").rstrip()
+            if _SOCKET_INIT_ECHO.match(quoted):
+                if self._init_echo is None:
+                    self._init_echo = quoted[:200]
+                return
+            if not (_STRIPPED_WARN.match(quoted) or _SOCKET_CONNECT_ECHO.match(quoted)):
+                return  # (a fault of the node's own, `Cuda failure 2 'out of memory'`: no
+                # network's, and nothing a rank's lines would not tell)
+            level, msg = "INFO", quoted
+            echo = len(self._warn_echoes) < _MAX_ITEMS
         elif "onnect: " in rest and "NCCL WARN" not in rest and "NCCL INFO" not in rest and (
                 e := _SOCKET_CONNECT_ECHO.search(rest)):
             # the last error as PyTorch echoes it under its `[rank1]: ` (the rank's own lines

@@ -4424,6 +4424,24 @@ def test_the_echo_of_a_socket_connect_that_failed_for_good_fails_the_init(tmp_pa
     assert d["transport"] == "ib", d["summary"]
 
 
+@pytest.mark.parametrize("head", [
+    "Last RCCL warning: '", "Last NCCL warning(error): '",
+    "Last NCCL warning(error) log entry (may be unrelated) '"])
+def test_the_last_warning_an_error_quotes_is_read_as_that_warn(tmp_path, head):
+    # RCCL's and XLA's errors quote NCCL's last WARN (a JAX job on eight MI300X nodes whose
+    # QPs timed out INIT -> RTR, the message wrapped over the next lines by the notes)
+    lines = ["jax.errors.JaxRuntimeError: INTERNAL: RCCL operation ncclCommInitRankConfig(...)",
+             "   failed: unhandled system error",
+             head + "Call to ibv_modify_qp failed with 110 Connection timed out,",
+             "   on dev mlx5_0:1, curr state INIT, next state RTR,",
+             "   remote GID ::ffff:10.224.3.40'"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"]) == ("failed", "ib"), d["summary"]
+    # a fault of the node's own that the error quotes names no network
+    code, d = check(tmp_path, lines[:2] + [head + "Cuda failure 2 'out of memory''."])
+    assert d["transport"] == "none", d["summary"]
+
+
 @pytest.mark.parametrize("quote", ["- `{}`", "* {}", "`{}`", "+ `{}`,"])
 def test_lines_quoted_as_markdown_list_items_or_inline_code_are_read(tmp_path, quote):
     # notes on a GIN proxy between two p6 nodes quote NCCL's lines as a list of inline code
