@@ -448,7 +448,8 @@ _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|net
 # INFO NET/IB : No device found. [0] NCCL INFO NET/Socket : Using [0]eth0:... [0] NCCL INFO
 # Using network Socket`, LLaMA-Factory#6111): split before each record after a blank.
 _FLAT_HEAD = re.compile(
-    r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] NCCL (?:INFO|WARN) ")
+    r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] "
+    r"(?:[\w./\-]{1,80}\.(?:cc|cu|c|h|cpp):\d+ )?NCCL (?:INFO|WARN) ")
 # ... but a record whose `host:pid:tid` is glued to the text before it shows only its `[1]
 # NCCL INFO` as a head: another process's line spliced in (`[send]nid1:85:85 [1] NCCL INFO`),
 # unless it has the first one's pid (newlines lost between one process's lines: aws-ofi-nccl#990)
@@ -496,7 +497,9 @@ _OFI_PLUGIN_FAILED = re.compile(
 # note that a doc or blog wrote after the line, `Using network Socket # Ethernet`, `(TCP)`)
 _USING_NETWORK = re.compile(
     r"^Using (?:network|internal Network) (?P<name>\S+(?: \S+)*?)"
-    r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*|\s+(?:#|\(|\u2190|<-|//).*)?\s*$")
+    # (and a paste that lost its newlines: `Using network Socket NCCL version 2.7.8+cuda10.2`)
+    r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*|\s+(?:#|\(|\u2190|<-|//|NCCL version ).*)?"
+    r"\s*$")
 # NCCL 2.3-2.4 (no `Using network` line in 2.4): `CUDA Dev 0[0], IB NIC distance :  PIX`,
 # the name being the chosen network's (ncclNetName()); polyaxon#657, nccl#246, pytorch#22531
 _NIC_DISTANCE = re.compile(r"^CUDA Dev \d+\[\d+\], (?P<name>\S+(?: \S+)*?) NIC distance :")
@@ -2301,6 +2304,16 @@ def _one_process_records(text: str) -> list[str] | None:
     heads = list(_FLAT_HEAD.finditer(text))
     if len(heads) < 2:
         return None
+    whos = [m.group("who") for m in heads]
+    if len(heads) >= 3 and all(whos) and len(set(whos)) > 1 and len(
+            {w.rpartition(":")[0] for w in whos}) == 1:
+        # several processes of one host, each record whole behind its own `host:pid:tid`
+        # (a quote-reply that joined a one-machine paste's lines with blanks: two ranks'
+        # `Using network Socket`, then each one's `Duplicate GPU detected`). A splice shows
+        # a name that the glued text lengthened (`nrc0b58536a5f1:324666` beside
+        # `c0b58536a5f1:324667`), or only two records.
+        cuts = [0] + [m.start() for m in heads[1:]] + [len(text)]
+        return [text[a:b].rstrip() for a, b in zip(cuts, cuts[1:])]
     ref = next((m.group("who") for m in heads if m.group("who")), None)
     ref_host, _, ref_pid = (ref or "").rpartition(":")
     cuts, bare = [0], [False]

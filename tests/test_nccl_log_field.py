@@ -580,6 +580,35 @@ def test_records_joined_by_spaces_are_read_one_by_one(tmp_path, prefix):
     assert [(r["pid"], r["transport"]) for r in d["ranks"]] == [(802, "ib")], d["summary"]
 
 
+def test_two_processes_records_joined_by_spaces_are_read_one_by_one(tmp_path):
+    # A quote-reply that joined a one-machine paste's lines with blanks: two ranks of one
+    # host each choose sockets, then each one's init fails on a GPU the other holds; every
+    # record keeps its own `host:pid:tid` (and the WARN its source file)
+    h = "ubun"
+    def rec(pid: int, tid: int, msg: str, where: str = "") -> str:
+        return f"{h}:{pid}:{tid} [0] {where + ' ' if where else ''}NCCL " + msg
+    init = [rec(pid, pid, "INFO " + m) for pid in (240, 241) for m in (
+        "Bootstrap : Using [0]enp4s0:10.214.24.190<0>", "NET/IB : No device found.",
+        "NET/Socket : Using [0]enp4s0:10.214.24.190<0>", "Using network Socket")]
+    init.insert(4, "NCCL version 2.7.8+cuda10.2")  # (the version line has no prefix)
+    dup = [" ".join([rec(pid, pid + 46, f"WARN Duplicate GPU detected : rank {r} and rank "
+                                        f"{1 - r} both on CUDA device 1000", "init.cc:573"),
+                     rec(pid, pid + 46, "INFO init.cc:840 -> 5"),
+                     rec(pid, pid + 46, "INFO group.cc:73 -> 5 [Async thread]")])
+           for r, pid in ((1, 241), (0, 240))]
+    code, d = check(tmp_path, ["> sh train.sh " + " ".join(init), ">", "> " + dup[0], ">",
+                               "> " + dup[1] + " Traceback (most recent call last):"])
+    assert d["transport"] == "none" and len(d["ranks"]) == 2, d["summary"]
+    assert all(r["selected"] == "socket" and "Duplicate GPU" in r["local_failure"]
+               for r in d["ranks"]), d["ranks"]
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]]
+    # two processes' records where a glued name shows a splice still keep only the last
+    spliced = " ".join([rec(240, 240, "INFO comm 0x5 rank 0 nr") + "c" + rec(
+        241, 241, "INFO Using network IB"), rec(241, 241, "INFO NET/IB : Using [0]mlx5_0:1/IB")])
+    code, d = check(tmp_path, [spliced])
+    assert [r["pid"] for r in d["ranks"]] == [241], d["summary"]
+
+
 def test_a_proxy_thread_error_after_a_socket_write_is_the_socket_transport(tmp_path):
     # nccl#193 (NCCL 2.3, Kubernetes pods over flannel, no IB): a WARN-only paste; the proxy
     # thread (which runs the network transports) failed after a socket write
