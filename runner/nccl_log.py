@@ -652,7 +652,9 @@ _IB_ALIAS_NAME = re.compile(r"^(?:%s)\w*" % "|".join(_IB_ALIASES))  # (and any s
 # (`socketPollConnect: connect to ... returned Connection refused`, `Net : Socket creation
 # failed`, `socketProgressOpt: Call to recv ... failed`) say that a socket failed, not that
 # the socket transport was tried (nccl-tests#14, nccl#947, sglang's bootstrap mismatch).
-_WARN_SOCKET = re.compile(r"NET/(?:Fast)?Socket\b")
+# ... as do the TCP plugins' own WARNs (Google's `NET/FasTrak ...: INVALID_ARGUMENT: Buffer
+# registration request ...`, A3 Mega's TCPXO; `NET/GPUDirectTCPX : gpu_tx_reg_mr failed -5`)
+_WARN_SOCKET = re.compile(r"NET/(?:(?:Fast)?Socket|GPUDirectTCPXO?|TCPXO?|FasTrak)\b")
 _SOCKET_WORD = re.compile(r"[Ss]ocket")
 # The provider an aws-ofi-nccl error names in its own words: `Unresponsive receiver
 # (reachable by EFA device but handshake failed) My EFA addr: fi_addr_efa://[fe80::..]`

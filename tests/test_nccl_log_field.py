@@ -2850,6 +2850,17 @@ def test_tcpx_registration_failure_quoted_bare_fails_the_socket_plugin(tmp_path)
     assert (d["transport"], d["attempted"], code) == ("failed", "socket", 1), d["summary"]
 
 
+@pytest.mark.parametrize("plugin", ["FasTrak", "GPUDirectTCPXO", "GPUDirectTCPX"])
+def test_a_tcp_plugins_own_warn_names_the_socket_transport(tmp_path, plugin):
+    # A3 Mega's TCPXO plugin (FasTrak) failing to register a buffer, then its receive: the
+    # only network the paste names is that plugin, a TCP one; its WARNs say what was tried
+    lines = [f"NCCL WARN NET/{plugin} ...: INVALID_ARGUMENT: Buffer registration request does "
+             "not have a valid fd set.",
+             f"NCCL WARN NET/{plugin} ...: FAILED_PRECONDITION: receive() error: 32: Broken pipe"]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["attempted"], code) == ("failed", "socket", 1), d["summary"]
+
+
 def test_a_channel_line_that_left_its_index_out_still_names_a_whole_network(tmp_path):
     # a guide's example of a job that crossed nodes over Ethernet: `via NET/Socket` with the
     # index trimmed; a name cut short (`via NET/Soc`) still names nothing
