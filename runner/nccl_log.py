@@ -276,8 +276,9 @@ _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+
 # connect to 10.0.0.2<42307> returned Connection timed out, exceeded error retry count (35)`;
 # or refused at once: `socketStartConnect: Connect to 172.18.0.2<44801> failed : Software
 # caused connection abort`), the words PyTorch, vLLM's logger or XLA echo after `Last error:`
-# (a page may wrap it after `returned Connection timed out,`)
-_SOCKET_CONNECT_FAILED = (r"(?m)socket(?:Poll|Start)Connect: [Cc]onnect (?:to [^\s<]{1,80}<\d{1,5}> )?"
+# (a page may wrap it after `returned Connection timed out,`, or escape its `<port>`)
+_SOCKET_CONNECT_FAILED = (r"(?m)socket(?:Poll|Start)Connect: [Cc]onnect "
+                          r"(?:to [^\s<&]{1,80}(?:<|&lt;)\d{1,5}(?:>|&gt;) )?"
                           r"(?:returned [^,\n]{1,80},(?: exceeded|[ \t]*$)|failed )")
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it

@@ -4450,6 +4450,8 @@ def test_the_echo_of_a_socket_connect_that_failed_for_good_fails_the_init(tmp_pa
     # as a logger writes NCCL's immediate refusal after its own prefix (an RL actor whose
     # address was a container's bridge)
     for line in (" 125  [rank1]: " + gave_up,
+                 "[rank1]: socketPollConnect: connect to 10.1.0.7&lt;42307&gt; returned Connection "
+                 "timed out, exceeded error retry count after 35 attempts",  # (HTML-escaped)
                  "(worker1, rank=1, pid=27522, ip=10.0.0.4) [rank4]: [rank4]: " + gave_up,
                  "(Actor pid=3249, ip=10.0.0.3) ERROR 03-21 14:01:57 worker_base.py:581] "
                  "socketStartConnect: Connect to 172.18.0.2<44801> failed : Software caused "
