@@ -213,6 +213,7 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
 _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank \d|<\w+> rank)|"
+              r"Destroyed comm |"
               r"ncclComm|Bootstrap|Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|"
               r"NCCL_IB_HCA set to |(?:socket(?:Poll|Start)Connect: c|Call to c)onnect "
               r"(?:to [^\s<]{1,80}<\d{1,5}> )?returned |"
@@ -1265,7 +1266,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "verbs_missing", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
-        "conn_seq", "comm_seq",
+        "conn_seq", "comm_seq", "end_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1341,6 +1342,7 @@ class _Proc:
         self.link_seq = -1  # last WARN that a request failed on a working link
         self.conn_seq = -1  # last error chain link through the transports' connection setup
         self.comm_seq = -1  # first communicator line of its init (not of its abort)
+        self.end_seq = -1  # its communicator destroyed or aborted, and no init line since
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
 
     def copy(self) -> "_Proc":
@@ -1541,9 +1543,12 @@ class _Proc:
                     self.top_seq = seq
                     if progress:  # (NCCL >= 2.19: data only; before it
                         self.progress_seq = seq  # the `[Proxy Thread]` set links up too)
-                    if _INIT_FILE.search(m.group("file")):
+                    if _INIT_FILE.search(m.group("file")) and self.end_seq < 0:
                         # (not group.cc's async thread: it also runs the connections NCCL
                         # >= 2.22 makes at the first collective, `enqueue.cc` after it)
+                        # (nor init.cc's teardown after the communicator was destroyed: a
+                        # CUDA fault freeing it, `init.cu:1143 -> 1`, after an IB link's
+                        # completion error, nccl-tests#24)
                         self.init_chain_seq = seq
                     self.chain_msg = self.chain_msg or msg[:200]
                 elif _LOCAL_FILE.search(m.group("file")) or (
@@ -1917,9 +1922,12 @@ class _Proc:
 
     def _take_comm(self, msg: str, seq: int) -> None:
         m = _COMM.search(msg)
+        # (NCCL <= 2.4 said `Destroyed comm 0x7f24c4001af0 rank 4`, with no nranks)
+        aborted = msg.endswith(("Abort COMPLETE", "Destroy COMPLETE")) or msg.startswith(
+            "Destroyed comm ")
+        self.end_seq = seq if aborted else -1
         if not m:
             return
-        aborted = msg.endswith(("Abort COMPLETE", "Destroy COMPLETE"))
         self._rank(int(m.group("rank")), int(m.group("nranks")), -1 if aborted else seq)
         n = _NNODES.search(msg)
         if n:

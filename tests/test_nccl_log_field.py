@@ -609,6 +609,29 @@ def test_two_processes_records_joined_by_spaces_are_read_one_by_one(tmp_path):
     assert [r["pid"] for r in d["ranks"]] == [241], d["summary"]
 
 
+def test_a_cuda_fault_freeing_a_destroyed_communicator_is_no_init_failure(tmp_path):
+    # nccl-tests#24 (NCCL 2.4, two hosts): both ranks' IB links fail with error 12 in the
+    # proxy thread while the test runs; one process then destroys its communicator and
+    # hits a CUDA fault freeing the other GPU's, passed up through init.cu: teardown, not
+    # an init that failed. Both ranks ran on IB, and their links broke.
+    lines = []
+    for h, pid, rank in (("gpu5", 35917, 4), ("gpu4", 35902, 0)):
+        lines += [*L.warn(h, pid, 0, "NET/IB : Got completion with error 12, opcode 1, len 0, "
+                                     "vendor err 129", where="transport/net_ib.cu:788"),
+                  L.info(h, pid, 0, "include/net.h:34 -> 2"),
+                  L.info(h, pid, 0, "transport.cu:163 -> 2 [Proxy Thread]")]
+    lines += [L.info("gpu5", 35917, 0, "Destroyed comm 0x7f24c4001af0 rank 4"),
+              *L.warn("gpu5", 35917, 1, "Cuda failure 'an illegal memory access was "
+                                        "encountered'", where="init.cu:194"),
+              L.info("gpu5", 35917, 1, "init.cu:1143 -> 1")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
+    assert all(r["link_error"] for r in d["ranks"]), d["ranks"]
+    # the same chain with no teardown before it is the init failing
+    code, d = check(tmp_path, [x for x in lines if "Destroyed" not in x])
+    assert d["transport"] == "failed", d["summary"]
+
+
 def test_a_proxy_thread_error_after_a_socket_write_is_the_socket_transport(tmp_path):
     # nccl#193 (NCCL 2.3, Kubernetes pods over flannel, no IB): a WARN-only paste; the proxy
     # thread (which runs the network transports) failed after a socket write
