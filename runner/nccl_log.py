@@ -310,7 +310,8 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it;
 # `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288.)
-_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",), (b"Connect: ", b"CCL warning"))
+_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",),
+          (b"Connect: ", b"CCL warning"))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
