@@ -271,6 +271,9 @@ _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+
     # ... and the WARN of a socket that could not be set up, as PyTorch echoes it after
     # `Last error:` (see _SOCKET_INIT_ECHO)
     r"|ncclSocketInit: connecting to |Bootstrap : no socket interface found"
+    # ... and the last WARN as RCCL's error quotes it (`Last RCCL warning: '...'`, see
+    # _LAST_WARNING; NCCL's own, as XLA quotes it, is found by its `NCCL warning`)
+    r"|Last RCCL warning"
     # ... and a verbs call's WARN with neither prefix nor level
     r"|" + _VERBS_FAILED)
 # NCCL's WARN that a socket connect failed for good (its retries spent: `socketPollConnect:
@@ -286,8 +289,9 @@ _PASS_PATTERNS = (
     # without NCCL's; pdsh, kubectl or an indent may come before it)
     # (`Test NCCL failure ...` is nccl-tests' line: found by its `NCCL failure`, so that
     # every branch starts with `NCCL `, which the engine then skips to as one literal)
+    # (and XLA's quote of the last WARN, `Last NCCL warning(error): '...'`: _LAST_WARNING)
     r"(?m)NCCL (?:WARN|ABORT)\b|NCCL (?:INFO|TRACE) (?:\[Rank \d+\] )?(?:%s)|NCCL version \d|"
-    r"NCCL failure |NCCL work: \d" % _MSG_HEADS,
+    r"NCCL failure |NCCL work: \d|NCCL warning" % _MSG_HEADS,
     r"via (?:COLL)?NET/",  # channel and ring lines that cross nodes (and CollNet's)
     # error chains, and NCCL <= 2.2's WARN after a source file (`include/socket.h:194 WARN`)
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
@@ -300,9 +304,8 @@ _PASS_PATTERNS = (
     r"(?m)\] INFO (?:%s)" % _MSG_HEADS,  # NCCL <= 2.2: `host:pid:tid [0] INFO NET/IB: ...`
     # nccl-tests' table of every rank's host (`#  Rank  0 Group  0 Pid`)
     r"#[^\S\n]+Rank[^\S\n]+\d+[^\S\n]",
-    # a socket connect that failed for good, anywhere in a line (see _SOCKET_CONNECT_ECHO),
-    # and the last WARN as RCCL's and XLA's errors quote it (see _LAST_WARNING)
-    _SOCKET_CONNECT_FAILED + r"|[NR]CCL warning",
+    # a socket connect that failed for good, anywhere in a line (see _SOCKET_CONNECT_ECHO)
+    _SOCKET_CONNECT_FAILED,
 )
 _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # Bytes one of which every match of a pass contains: a block with none of them skips that
@@ -310,8 +313,7 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it;
 # `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288.)
-_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",),
-          (b"Connect: ", b"CCL warning"))
+_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",), (b"onnect: ",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
