@@ -16,7 +16,8 @@ per-rank batch size, under ``torchrun --standalone`` with ``--nproc`` workers:
   whose ``__getitem__`` returns one normalised float image, a default ``DataLoader`` +
   ``DistributedSampler``, fp32, ``loss.item()`` every step.
 - fabrikit: ``jobs/train_ddp.py`` itself with its defaults for the device (on CUDA: data
-  set held on the GPU, crop+flip augmentation, bf16 channels_last, launch-lean DDP).
+  set held on the GPU, crop+flip augmentation, bf16 channels_last, launch-lean DDP, none
+  in a world of one).
 
 Throughput is the images/s of the epochs after the first (the first pays for allocator
 warm-up and, on CUDA, cudnn autotuning), from each side's own per-epoch timing; the sides

@@ -332,6 +332,9 @@ bad = [n for n, p in model.named_parameters() if p.grad.stride() != p.stride()]
 assert not bad, bad
 result = t.evaluate(model, t.synthetic_cifar(20, 1), cpu, 8, fmt)
 assert result["images"] == 20 and 0 <= result["acc"] <= 1, result
+# A world of one trains the model itself (nothing to average); more ranks train through DDP.
+assert t.distributed_model(model, cpu, 1) is model
+assert isinstance(t.distributed_model(model, cpu, 2), torch.nn.parallel.DistributedDataParallel)
 dist.destroy_process_group()
 print("steps", len(losses), "finite", all(l == l for l in losses))
 """
