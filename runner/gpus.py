@@ -50,6 +50,11 @@ class GpuSplit:
     def hidden(self) -> bool:
         return all(value == "" for value in self.per_node)
 
+    @property
+    def used(self) -> tuple[str, ...]:
+        """Every device id some node was given, in node order."""
+        return tuple(i for value in self.per_node for i in value.split(",") if i)
+
     def summary(self) -> str | None:
         """``GPUs node1=0,1 node2=2,3``; None when the GPUs are hidden."""
         if self.hidden:

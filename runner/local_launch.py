@@ -31,7 +31,8 @@ from typing import IO
 
 from . import run_dir as rundir
 from .errors import RuntimeFailure, UserError
-from .gpus import GpuSplit, VisibleGpus, split
+from .gpu_samples import nvidia_sampler_argv
+from .gpus import CUDA_VARIABLE, GpuSplit, VisibleGpus, split
 from .launch import LaunchSpec, describe
 from .process_control import Interrupts, stop
 from .request import LaunchRequest
@@ -58,6 +59,9 @@ class LocalPlan:
     port: int
     agents: tuple[Agent, ...]
     gpus: GpuSplit | None = None  # each node's GPUs; None: no GPU on this machine
+    # nvidia-smi sampling the nodes' GPUs into gpu-<host>.csv beside the logs, as the Slurm
+    # script's monitor does: `fabrikit report` plots it. None: no NVIDIA GPU is used.
+    gpu_sampler: tuple[str, ...] | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -71,7 +75,14 @@ class LocalPlan:
             out.append(f"# {self.gpus.note}")
         for agent in self.agents:
             out.append(f"# node{agent.node} (in {agent.cwd})\nenv {assignments(agent.env)} \\\n  {join(agent.argv)}")
+        if self.gpu_sampler is not None:
+            out.append(f"# GPU sampler, while the nodes run\n{join(self.gpu_sampler)} > {join([str(self.sampler_csv)])}")
         return "\n".join(out) + "\n"
+
+    @property
+    def sampler_csv(self) -> Path:
+        """Where the GPU samples go: `gpu-<host>.csv`, the name the Slurm monitor writes."""
+        return self.run_dir / f"gpu-{os.uname().nodename}.csv"
 
     def notes(self) -> list[str]:
         """What --dry-run prints on stderr."""
@@ -158,7 +169,10 @@ def plan(request: LaunchRequest, run_dir: Path | RunDirPlan, *, port: int, gpus:
             node_env[spec.env_name(gpu_split.variable)] = gpu_split.per_node[node - 1]
         agents.append(Agent(node=node, argv=tuple(argv(spec.argv(torchrun), node_values)),
                             env=tuple(node_env.items()), cwd=value_word(spec.workdir, node_values)))
-    return LocalPlan(request=request, run=run, port=port, agents=tuple(agents), gpus=gpu_split)
+    sampler = None
+    if gpu_split is not None and not gpu_split.hidden and gpu_split.variable == CUDA_VARIABLE:
+        sampler = nvidia_sampler_argv(gpu_split.used)
+    return LocalPlan(request=request, run=run, port=port, agents=tuple(agents), gpus=gpu_split, gpu_sampler=sampler)
 
 
 @dataclass
@@ -239,6 +253,7 @@ def _run_agents(p: LocalPlan, interrupts: Interrupts) -> int:
     running: list[_Running] = []
     if p.gpus is not None:  # the nodes' GPUs, or the one line saying why they are not used
         print(f"fabrikit: {p.gpus.note or p.gpus.summary()}", file=sys.stderr, flush=True)
+    sampler = _start_sampler(p)
     try:
         for agent in p.agents:
             env = {**os.environ, **dict(agent.env)}
@@ -280,3 +295,20 @@ def _run_agents(p: LocalPlan, interrupts: Interrupts) -> int:
         for r in running:
             r.pump.join(timeout=5)
             r.log.close()
+        if sampler is not None:
+            stop([sampler], [(signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)])
+
+
+def _start_sampler(p: LocalPlan) -> subprocess.Popen[bytes] | None:
+    """Start the GPU sampler, if the plan has one. A sampler that cannot start costs the
+    report its GPU plot, not the run: one line says so."""
+    if p.gpu_sampler is None:
+        return None
+    try:
+        with open(p.sampler_csv, "ab") as out:
+            return subprocess.Popen(p.gpu_sampler, stdout=out, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+    except OSError as exc:
+        print(f"fabrikit: no GPU utilisation samples: cannot start {p.gpu_sampler[0]}: {exc.strerror}",
+              file=sys.stderr, flush=True)
+        return None

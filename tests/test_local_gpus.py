@@ -148,6 +148,27 @@ def test_plan_hides_the_gpus_inside_a_container_too(tmp_path: Path) -> None:
     assert lplan.describe().splitlines()[1].startswith("# 2 nodes x 1 process need 2 GPUs but 1 GPU is visible")
 
 
+def test_plan_samples_exactly_the_gpus_the_nodes_use(tmp_path: Path) -> None:
+    """The sampler is what makes `fabrikit report` plot a local run's GPU use, as it does a
+    Slurm run's; it watches the nodes' GPUs only, and nothing when the GPUs are hidden."""
+    def sampler(nodes: int, nproc: int, found: VisibleGpus | None) -> tuple[str, ...] | None:
+        request = build_request(load_profile("local"), nodes=nodes, nproc_per_node=nproc)
+        return plan(request, tmp_path / "run", port=20001, gpus=found).gpu_sampler
+
+    query = ("nvidia-smi", "--query-gpu=timestamp,index,utilization.gpu,memory.used", "--format=csv", "-lms", "1000")
+    assert sampler(2, 2, four()) == (*query, "-i", "0,1,2,3")
+    assert sampler(1, 1, four()) == (*query, "-i", "0")  # GPUs 1-3 are not this run's
+    assert sampler(2, 1, four("GPU-a", "GPU-b")) == (*query, "-i", "GPU-a,GPU-b")
+    assert sampler(1, 1, four("MIG-2c1f0e6a")) == query  # -i takes no MIG UUID: every GPU
+    assert sampler(2, 1, four("0")) is None  # hidden: the job trains on CPU
+    assert sampler(1, 1, None) is None
+    assert sampler(1, 1, VisibleGpus(("0",), "ROCR_VISIBLE_DEVICES", "KFD topology")) is None  # no nvidia-smi
+
+    request = build_request(load_profile("local"), nodes=1)
+    shown = plan(request, tmp_path / "run", port=20001, gpus=four()).describe()
+    assert f"{' '.join(query)} -i 0 > {tmp_path / 'run'}/gpu-{os.uname().nodename}.csv" in shown
+
+
 # ------------------------------------------------------------------ the CLI, with a double
 
 
@@ -188,3 +209,48 @@ def test_two_nodes_on_one_gpu_train_on_cpu_after_one_line(fake_nvidia_smi, tmp_p
                      "training on CPU with gloo, GPUs hidden; --nodes 1 trains on the GPUs"]
     assert "Traceback" not in res.stdout + res.stderr
     assert "device=cpu backend=gloo" in res.stdout
+
+
+@pytest.fixture
+def sampling_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """TEST DOUBLE for `nvidia-smi` (no GPU here): `-L` lists one GPU; the sampling call
+    writes nvidia-smi's CSV header and a row every 0.1 s until SIGTERM, and leaves a file
+    saying how it ended and with which arguments. The real nvidia-smi ran in this path on
+    the lent H100 (benchmarks/gpu_figures.sh; the closing note of issue 13 gives the run)."""
+    bin_dir = tmp_path / "double-bin"
+    bin_dir.mkdir()
+    ended = tmp_path / "sampler-ended"
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(f"""#!/bin/sh
+if [ "$1" = -L ]; then printf %s {shlex.quote(NVIDIA_SMI_4.splitlines()[0])}; echo; exit 0; fi
+trap 'echo "TERM $*" > {shlex.quote(str(ended))}; exit 0' TERM
+echo 'timestamp, index, utilization.gpu [%], memory.used [MiB]'
+while :; do
+    echo "$(date '+%Y/%m/%d %H:%M:%S.000'), 0, 87 %, 1234 MiB"
+    sleep 0.1
+done
+""")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, ended
+
+
+@pytest.mark.slow
+def test_a_local_gpu_run_samples_its_gpus_for_the_report(sampling_nvidia_smi, tmp_path: Path) -> None:
+    env, ended = sampling_nvidia_smi
+    run = tmp_path / "run"
+    res = cli("--site", "local", "--nodes", "1", "--run-dir", str(run), "--", "train_ddp.py",
+              "--synthetic-size", "64", "--batch-size", "16", "--width", "8", "--epochs", "1",
+              env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "fabrikit: GPUs node1=0" in res.stderr
+    # Stopped by the launcher once the node was done, not left running or killed.
+    assert ended.read_text().split() == ["TERM", "--query-gpu=timestamp,index,utilization.gpu,memory.used",
+                                         "--format=csv", "-lms", "1000", "-i", "0"]
+    rows = (run / f"gpu-{os.uname().nodename}.csv").read_text().splitlines()
+    assert rows[0].startswith("timestamp, index") and len(rows) >= 2 and rows[1].endswith(", 0, 87 %, 1234 MiB")
+
+    report = cli("report", str(run), prog="fabrikit")
+    assert report.returncode == 0, report.stderr
+    assert (run / "report" / "gpu_utilisation.png").stat().st_size > 0
+    assert f"GPU utilisation (gpu-{os.uname().nodename}.csv)" in report.stdout
