@@ -80,6 +80,10 @@ def check_files(paths: Sequence[str], fabric: str | None = None,
     analyser = LogAnalyser(source=names[0], expected_fabric=fabric, env=env,
                            scan_engine=scan_engine)
     analyser.expect_bytes(sum(_file_size(p) for p in paths if p != "-"))
+    if "-" not in paths:  # (stdin cannot be read twice: its log is judged without that)
+        from runner import compressed_logs
+
+        analyser.reread = compressed_logs.blocks_again(paths)
     stdin_used = False
     for path, name in zip(paths, names):
         if path == "-":

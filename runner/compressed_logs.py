@@ -15,7 +15,10 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import os
+import stat
 import zlib
+from collections.abc import Iterator, Sequence
 from typing import IO, Callable
 
 from runner.errors import UserError
@@ -116,3 +119,26 @@ class _Checked:
 def read_error(stream: IO[bytes]) -> str | None:
     """Why a stream from open_log() ended before its data did, or None."""
     return getattr(stream, "error", None) if isinstance(stream, _Checked) else None
+
+
+def blocks_again(paths: Sequence[str | os.PathLike[str]],
+                 block_bytes: int = 1 << 20) -> Callable[[], Iterator[bytes]]:
+    """A way to read the logs' text once more, from their start (decompressed as above): for
+    the rare judgment that needs lines the first pass never kept (nccl_log.LogAnalyser's
+    `reread`). Regular files only: a pipe (`<(zcat ...)`, /dev/stdin) gives its data once,
+    and opening it again would wait for a writer. A file that cannot be read again gives
+    what it gave before its error."""
+
+    def blocks() -> Iterator[bytes]:
+        for path in paths:
+            try:
+                if not stat.S_ISREG(os.stat(path).st_mode):
+                    continue
+                with open(path, "rb") as raw:
+                    stream, _ = open_log(raw, str(path))
+                    while block := stream.read(block_bytes):
+                        yield block
+            except (OSError, UserError):
+                continue
+
+    return blocks

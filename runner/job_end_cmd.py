@@ -53,11 +53,13 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
 
     analyser = None
     if check_transport:
+        from . import compressed_logs
         from .nccl_log import LogAnalyser, job_guard_env
 
         # Runs in the job's own batch script: its environment is the job's.
         analyser = LogAnalyser(source=str(log), expected_fabric=fabrics.checked(fabric),
                                env=job_guard_env(os.environ))
+        analyser.reread = compressed_logs.blocks_again([log])  # as check-log reads a file
     if status == 0:  # no cause to look for: the analysis alone reads the log, in blocks
         cause = None
         if analyser is not None:

@@ -178,6 +178,16 @@ _MAX_ITEMS = 16  # devices, interfaces, nets per process
 _MAX_NCCL_WARNINGS = 5  # raw NCCL WARN messages kept per process
 _MAX_ENV = 64  # echoed env settings kept per process (and for the job)
 _MAX_RANKS_SEEN = 1024  # world ranks one process drives (one process may drive 8 GPUs)
+# A channel from one rank to another through P2P (NVLink, PCIe) or shared memory: both ranks
+# on one node (`Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM`, `Ring 00 : 0[0] -> 1[1] via
+# P2P/IPC`, `via SHM/direct/direct`, NCCL 2.4's `via direct shared memory`). Read only by
+# LogAnalyser.p2p_joins, on demand.
+_LOCAL_CHANNEL = re.compile(rb"(?:Channel|Ring) \d+(?:/\d+)? : +(\d+)(?:\[[^\]\n]*\])? -> (\d+)"
+                            rb"(?:\[[^\]\n]*\])? via (?:P2P|SHM|direct shared memory)")
+# Communicators up to this size are judged by those channels: one node's GPUs. (Nodes of
+# NVLink domains that span trays, GB200 NVL72's P2P between nodes, print nNodes, which is
+# read first.)
+_P2P_WORLD_MAX = 16
 _MAX_HOST = 255  # a host name longer than a DNS name is not one
 _MAX_WRAPPED = 4  # indented lines taken as the message of a WARN line that has none
 # ... or whose message is only the network's tag, the rest wrapped onto lines that a paste
@@ -2478,6 +2488,19 @@ class LogAnalyser:
         self._held: list[str] = []  # feed(): a WARN with no message, and its wrapped lines
         self._held_src = ""
         self._held_indented = True  # (False: its message may follow on lines not indented)
+        # The input's bytes once more, from the start (check_files sets it for files): the
+        # passes never hand P2P channel lines to Python (they are most of a big job's log),
+        # so the rare judgment that needs them reads them again (p2p_joins).
+        self.reread: Callable[[], Iterator[bytes]] | None = None
+        self._p2p_joins: dict[int, bool] = {}
+
+    def p2p_joins(self, world: int) -> bool:
+        """Whether the log's P2P and shared-memory channels join ranks 0..world-1 into one
+        group: every rank of the communicator on one node. False where the input cannot be
+        read again (stdin). Asked only where nothing else tells the node count."""
+        if world not in self._p2p_joins:
+            self._p2p_joins[world] = self.reread is not None and _joined(self.reread(), world)
+        return self._p2p_joins[world]
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -3467,6 +3490,39 @@ def _plugin_given_up(procs: list[_Proc]) -> list[_Proc]:
     return out
 
 
+def _joined(blocks: Iterable[bytes], world: int) -> bool:
+    """Whether the local channels (_LOCAL_CHANNEL) in ``blocks`` join ranks 0..world-1 into
+    one group. Linear in the input, and done as soon as they are joined."""
+    parent = list(range(world))
+
+    def root(r: int) -> int:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    groups = world
+    tail = b""
+    for block in _then_newline(blocks):
+        data = tail + block
+        cut = data.rfind(b"\n") + 1  # whole lines now, the rest with the next block
+        data, tail = data[:cut], data[cut:][-MAX_LINE_CHARS * 4:]
+        for m in _LOCAL_CHANNEL.finditer(data):
+            a, b = int(m.group(1)), int(m.group(2))
+            if a < world and b < world and root(a) != root(b):
+                parent[root(a)] = root(b)
+                groups -= 1
+                if groups == 1:
+                    return True
+    return False
+
+
+def _then_newline(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """``blocks``, then a newline that ends a last line without one."""
+    yield from blocks
+    yield b"\n"
+
+
 def _one_address(ip_lists: Iterable[list[str]]) -> bool:
     """Do all processes that name addresses share one (a host with two NICs lists both; a
     second host, even of the same name, has its own)?"""
@@ -3587,6 +3643,18 @@ class _Judge:
 
     # -- facts about the whole job -------------------------------------------------------
     def _inter_node(self) -> tuple[bool | None, int]:
+        inter, n_ident = self._inter_node_by_names()
+        if inter is None and n_ident <= 1 and 1 < self._world <= _P2P_WORLD_MAX \
+                and self.a.p2p_joins(self._world):
+            # Nothing names the nodes, no channel crosses them, and P2P or shared-memory
+            # channels join every rank of the communicator: one node. (Three round logs of
+            # 2-rank jobs whose pastes lost the host names or held one process: a TRACE
+            # build's notes, a vLLM TP=2 pod, a `via P2P/CUMEM` example; each chose Socket
+            # or IB, as NCCL does on one node too.)
+            return False, 1
+        return inter, n_ident
+
+    def _inter_node_by_names(self) -> tuple[bool | None, int]:
         """(did traffic cross nodes: True/False/None, number of distinct hosts seen)."""
         procs = self.all_procs
         real = [p for p in procs if p.real]
@@ -3598,7 +3666,7 @@ class _Judge:
         unknown = 0
         # (a ring-order line lists every rank: a paste cut before the comm lines still
         # tells the communicator's size)
-        world = max((max(p.nranks or 0, p.ring_ranks) for p in procs), default=0)
+        world = self._world = max((max(p.nranks or 0, p.ring_ranks) for p in procs), default=0)
         for p in real:
             ips = [ip for ip in p.ips if not _loopback(ip)]
             key = p.host if not _is_redacted(p.host) else (f"ip:{ips[0]}" if ips else None)

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import fabrics
+from . import compressed_logs, fabrics
 from .atomic_write import writable_dir, write_atomic
 from .bounded_lines import read_text_lines
 from .errors import UserError
@@ -181,6 +181,7 @@ def load_run(run_dir: Path | str) -> RunReport:
     guard = job_guard_env(profile_env) if isinstance(profile_env, dict) else {}
     analyser = LogAnalyser(source=logs[0].name if logs else "<no log>",
                            expected_fabric=fabrics.checked(fabric), env=guard)
+    analyser.reread = compressed_logs.blocks_again(logs)  # as check-log reads its files
     log_records: list[Record] = []
     for path in logs:
         for line in read_text_lines(path):

@@ -4011,8 +4011,9 @@ def test_one_process_s_affinity_lines_say_it_drives_several_gpus(tmp_path):
                      tid=98759)]
     code, d = check(tmp_path, lines)
     assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
-    # one GPU per process on that host says nothing of the others: still the choice
-    code, d = check(tmp_path, [x for x in lines if "GPU 1" not in x])
+    # one GPU per process on that host says nothing of the others: still the choice (where
+    # no P2P channel joins the two ranks either: see the test of P2P channels below)
+    code, d = check(tmp_path, [x for x in lines if "GPU 1" not in x and "P2P" not in x])
     assert d["transport"] == "socket"
 
 
@@ -4723,3 +4724,53 @@ def test_a_bootstrap_reset_in_one_container_is_advised_as_the_bootstrap_s(tmp_pa
     assert d["transport"] == "none", d["summary"]
     w = next(w["message"] for w in d["warnings"] if w["code"] == "init-failed-in-node")
     assert "bootstrap sockets" in w and "shm" not in w, w
+
+
+def _two_ranks_over(via: str, ranks: int = 2, joined: tuple[int, ...] = (0, 1)) -> list[str]:
+    """A job whose paste lost its host prefixes (a TRACE build's notes, a TP=2 pod's excerpt):
+    NCCL chose Socket, as it does on one node too, and nothing names the nodes."""
+    lines = ["NCCL INFO Bootstrap : Using eth0:10.10.1.1<0>", "NCCL version 2.14.3+cuda11.2",
+             "NCCL INFO NET/Socket : Using [0]eth0:10.10.1.1<0>", "NCCL INFO Using network Socket",
+             f"NCCL INFO comm 0x212a200 rank 0 nranks {ranks} cudaDev 0 busId 3f000 - Init START",
+             f"NCCL INFO Channel 00/02 :    {'   '.join(map(str, range(ranks)))}"]
+    for ch in range(2):
+        for a, b in zip(joined, joined[1:] + joined[:1]):
+            lines.append(f"NCCL INFO Channel {ch:02d}/0 : {a}[{a}000] -> {b}[{b}000] via {via}")
+    return lines + [f"NCCL INFO comm 0x212a200 rank 0 nranks {ranks} cudaDev 0 busId 3f000 - Init COMPLETE"]
+
+
+@pytest.mark.parametrize("via", ["P2P/IPC", "P2P/CUMEM/read", "SHM/direct/direct"])
+def test_p2p_channels_that_join_every_rank_keep_the_job_on_one_node(tmp_path, via):
+    # P2P (NVLink, PCIe) and shared memory reach only GPUs of the same node: where such
+    # channels join every rank of the communicator and none goes through the network, the
+    # job stayed on one node, whatever network NCCL chose
+    code, d = check(tmp_path, _two_ranks_over(via))
+    assert (d["transport"], d["inter_node"], d["nodes"]) == ("none", False, 1), d["summary"]
+    # a channel through the network crossed nodes
+    code, d = check(tmp_path, _two_ranks_over(via) + [
+        "NCCL INFO Channel 00/0 : 1[1000] -> 0[0] [send] via NET/Socket/0"])
+    assert (d["transport"], d["inter_node"]) == ("socket", True), d["summary"]
+    # ranks 2 and 3 of 4, joined to nothing, may be on another node: nothing is known
+    code, d = check(tmp_path, _two_ranks_over(via, ranks=4))
+    assert (d["transport"], d["nodes"]) == ("socket", None), d["summary"]
+    code, d = check(tmp_path, _two_ranks_over(via, ranks=4, joined=(0, 1, 2, 3)))
+    assert (d["transport"], d["nodes"]) == ("none", 1), d["summary"]
+
+
+def test_the_p2p_channels_are_read_again_from_compressed_logs_and_by_the_job_epilogue(tmp_path):
+    # the passes never keep P2P channel lines (most of a big job's log): the judgment reads
+    # the files again, decompressed as the first time, and the job's own last line does too
+    import gzip
+
+    from runner.job_end_cmd import job_end
+
+    plain = L.write_log(tmp_path / "job.log", _two_ranks_over("P2P/IPC"))
+    (tmp_path / "job.log.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    code, d = check(tmp_path, _two_ranks_over("P2P/IPC"))
+    res = CliRunner().invoke(check_log, [str(tmp_path / "job.log.gz"), "--json"])
+    assert json.loads(res.output)["transport"] == "none", res.output
+    end = CliRunner().invoke(job_end, [str(plain), "--status", "0"])
+    assert end.exit_code == 0 and end.output.splitlines()[0] == d["summary"], (end.output, d["summary"])
+    # stdin cannot be read twice: judged without those lines, as the network NCCL chose
+    res = CliRunner().invoke(check_log, ["-", "--json"], input=plain.read_bytes())
+    assert json.loads(res.output)["transport"] == "socket", res.output
