@@ -3490,6 +3490,12 @@ def _plugin_given_up(procs: list[_Proc]) -> list[_Proc]:
     return out
 
 
+def _world_size(procs: Iterable[_Proc]) -> int:
+    """The largest communicator's size the processes printed (0: none). A ring-order line
+    lists every rank: a paste cut before the comm lines still tells it."""
+    return max((max(p.nranks or 0, p.ring_ranks) for p in procs), default=0)
+
+
 def _joined(blocks: Iterable[bytes], world: int) -> bool:
     """Whether the local channels (_LOCAL_CHANNEL) in ``blocks`` join ranks 0..world-1 into
     one group. Linear in the input, and done as soon as they are joined."""
@@ -3644,8 +3650,8 @@ class _Judge:
     # -- facts about the whole job -------------------------------------------------------
     def _inter_node(self) -> tuple[bool | None, int]:
         inter, n_ident = self._inter_node_by_names()
-        if inter is None and n_ident <= 1 and 1 < self._world <= _P2P_WORLD_MAX \
-                and self.a.p2p_joins(self._world):
+        world = _world_size(self.all_procs)
+        if inter is None and n_ident <= 1 and 1 < world <= _P2P_WORLD_MAX and self.a.p2p_joins(world):
             # Nothing names the nodes, no channel crosses them, and P2P or shared-memory
             # channels join every rank of the communicator: one node. (Three round logs of
             # 2-rank jobs whose pastes lost the host names or held one process: a TRACE
@@ -3664,9 +3670,7 @@ class _Judge:
         split: set[str] = set()  # hosts whose processes are in different communicators
         ends: dict[str, set[int]] = {}  # the ends of the world a host's GPUs hold (see whole)
         unknown = 0
-        # (a ring-order line lists every rank: a paste cut before the comm lines still
-        # tells the communicator's size)
-        world = self._world = max((max(p.nranks or 0, p.ring_ranks) for p in procs), default=0)
+        world = _world_size(procs)
         for p in real:
             ips = [ip for ip in p.ips if not _loopback(ip)]
             key = p.host if not _is_redacted(p.host) else (f"ip:{ips[0]}" if ips else None)
