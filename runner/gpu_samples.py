@@ -12,18 +12,6 @@ from typing import Any, Iterable, Sequence
 
 from .report_model import GpuSeries
 
-# What every sampler writes (the Slurm template's nvidia-smi line asks for the same columns).
-QUERY = "timestamp,index,utilization.gpu,memory.used"
-LOCAL_INTERVAL_MS = 1000  # local runs are minutes long: one sample a second, not Slurm's 5 s
-
-
-def nvidia_sampler_argv(ids: Sequence[str], interval_ms: int = LOCAL_INTERVAL_MS) -> tuple[str, ...]:
-    """The `nvidia-smi` command that samples ``ids`` (indices or GPU UUIDs) into the CSV this
-    module parses. MIG devices report no utilisation of their own and `-i` takes no MIG UUID,
-    so with any MIG device every GPU of the machine is sampled."""
-    select = () if any(i.startswith("MIG-") for i in ids) or not ids else ("-i", ",".join(ids))
-    return ("nvidia-smi", f"--query-gpu={QUERY}", "--format=csv", "-lms", str(interval_ms), *select)
-
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f",
                  "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S")

@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CUDA_VARIABLE = "CUDA_VISIBLE_DEVICES"
+# The columns local mode's GPU sampler writes, the same as the Slurm monitor's
+# (templates/slurm_gpu_monitor.sh.in, kept literal there: the Slurm render does not import
+# this module): `fabrikit report` plots them (runner.gpu_samples reads them by their header).
+NVIDIA_QUERY = "timestamp,index,utilization.gpu,memory.used"
+LOCAL_SAMPLE_MS = 1000  # local runs are minutes long: one sample a second, not Slurm's 5 s
 ROCM_VARIABLE = "ROCR_VISIBLE_DEVICES"
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 _GPU_LINE = re.compile(r"^GPU (\d+):")
@@ -50,10 +55,15 @@ class GpuSplit:
     def hidden(self) -> bool:
         return all(value == "" for value in self.per_node)
 
-    @property
-    def used(self) -> tuple[str, ...]:
-        """Every device id some node was given, in node order."""
-        return tuple(i for value in self.per_node for i in value.split(",") if i)
+    def sampler(self, interval_ms: int = LOCAL_SAMPLE_MS) -> tuple[str, ...] | None:
+        """The `nvidia-smi` command that samples the nodes' GPUs; None where they are hidden
+        or are AMD's. MIG devices report no utilisation of their own and `-i` takes no MIG
+        UUID, so with any MIG device every GPU of the machine is sampled."""
+        if self.hidden or self.variable != CUDA_VARIABLE:
+            return None
+        ids = [i for value in self.per_node for i in value.split(",") if i]
+        select = () if any(i.startswith("MIG-") for i in ids) else ("-i", ",".join(ids))
+        return ("nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv", "-lms", str(interval_ms), *select)
 
     def summary(self) -> str | None:
         """``GPUs node1=0,1 node2=2,3``; None when the GPUs are hidden."""

@@ -31,8 +31,7 @@ from typing import IO
 
 from . import run_dir as rundir
 from .errors import RuntimeFailure, UserError
-from .gpu_samples import nvidia_sampler_argv
-from .gpus import CUDA_VARIABLE, GpuSplit, VisibleGpus, split
+from .gpus import GpuSplit, VisibleGpus, split
 from .launch import LaunchSpec, describe
 from .process_control import Interrupts, stop
 from .request import LaunchRequest
@@ -169,10 +168,8 @@ def plan(request: LaunchRequest, run_dir: Path | RunDirPlan, *, port: int, gpus:
             node_env[spec.env_name(gpu_split.variable)] = gpu_split.per_node[node - 1]
         agents.append(Agent(node=node, argv=tuple(argv(spec.argv(torchrun), node_values)),
                             env=tuple(node_env.items()), cwd=value_word(spec.workdir, node_values)))
-    sampler = None
-    if gpu_split is not None and not gpu_split.hidden and gpu_split.variable == CUDA_VARIABLE:
-        sampler = nvidia_sampler_argv(gpu_split.used)
-    return LocalPlan(request=request, run=run, port=port, agents=tuple(agents), gpus=gpu_split, gpu_sampler=sampler)
+    return LocalPlan(request=request, run=run, port=port, agents=tuple(agents), gpus=gpu_split,
+                     gpu_sampler=gpu_split.sampler() if gpu_split is not None else None)
 
 
 @dataclass
