@@ -72,18 +72,16 @@ def check_files(paths: Sequence[str], fabric: str | None = None,
                 env: Mapping[str, str] | None = None, scan_engine: str = "auto") -> "LogVerdict":
     """Analyse the given files (`-` = stdin) as one job. Raises UserError for bad input.
     `scan_engine`: see LogAnalyser (the benchmark compares them; the answer is the same)."""
+    from runner import compressed_logs
     from runner.nccl_log import LogAnalyser
 
     if not paths:
         raise UserError("no log file given")
     names = ["<stdin>" if p == "-" else p for p in paths]
-    analyser = LogAnalyser(source=names[0], expected_fabric=fabric, env=env,
-                           scan_engine=scan_engine)
+    # (stdin cannot be read twice: its log is judged without what a second read would give)
+    analyser = LogAnalyser(source=names[0], expected_fabric=fabric, env=env, scan_engine=scan_engine,
+                           reread=None if "-" in paths else compressed_logs.blocks_again(paths))
     analyser.expect_bytes(sum(_file_size(p) for p in paths if p != "-"))
-    if "-" not in paths:  # (stdin cannot be read twice: its log is judged without that)
-        from runner import compressed_logs
-
-        analyser.reread = compressed_logs.blocks_again(paths)
     stdin_used = False
     for path, name in zip(paths, names):
         if path == "-":

@@ -58,8 +58,7 @@ def job_end(log: Path, status: int, fabric: str | None, endpoint: str | None, ch
 
         # Runs in the job's own batch script: its environment is the job's.
         analyser = LogAnalyser(source=str(log), expected_fabric=fabrics.checked(fabric),
-                               env=job_guard_env(os.environ))
-        analyser.reread = compressed_logs.blocks_again([log])  # as check-log reads a file
+                               env=job_guard_env(os.environ), reread=compressed_logs.blocks_again([log]))
     if status == 0:  # no cause to look for: the analysis alone reads the log, in blocks
         cause = None
         if analyser is not None:

@@ -2450,6 +2450,7 @@ class LogAnalyser:
         expected_fabric: Fabric | str | None = None,
         env: Mapping[str, str] | None = None,
         scan_engine: str = "auto",
+        reread: Callable[[], Iterator[bytes]] | None = None,
     ) -> None:
         if scan_engine not in SCAN_ENGINES:
             raise ValueError(f"scan_engine must be one of {', '.join(SCAN_ENGINES)}")
@@ -2488,19 +2489,17 @@ class LogAnalyser:
         self._held: list[str] = []  # feed(): a WARN with no message, and its wrapped lines
         self._held_src = ""
         self._held_indented = True  # (False: its message may follow on lines not indented)
-        # The input's bytes once more, from the start (check_files sets it for files): the
-        # passes never hand P2P channel lines to Python (they are most of a big job's log),
-        # so the rare judgment that needs them reads them again (p2p_joins).
-        self.reread: Callable[[], Iterator[bytes]] | None = None
-        self._p2p_joins: dict[int, bool] = {}
+        # The input's text once more, from its start (compressed_logs.blocks_again, for
+        # files; None for stdin): the passes never hand P2P channel lines to Python (they
+        # are most of a big job's log), so the rare judgment that needs them reads them
+        # again (p2p_joins).
+        self.reread = reread
 
     def p2p_joins(self, world: int) -> bool:
         """Whether the log's P2P and shared-memory channels join ranks 0..world-1 into one
         group: every rank of the communicator on one node. False where the input cannot be
-        read again (stdin). Asked only where nothing else tells the node count."""
-        if world not in self._p2p_joins:
-            self._p2p_joins[world] = self.reread is not None and _joined(self.reread(), world)
-        return self._p2p_joins[world]
+        read again (stdin). Asked once, and only where nothing else tells the node count."""
+        return self.reread is not None and _joined(self.reread(), world)
 
     # -- input ----------------------------------------------------------------------------
     def feed_lines(self, lines: Iterable[str | bytes], source: str | None = None) -> "LogAnalyser":
@@ -3508,11 +3507,9 @@ def _joined(blocks: Iterable[bytes], world: int) -> bool:
         return r
 
     groups = world
-    tail = b""
-    for block in _then_newline(blocks):
-        data = tail + block
-        cut = data.rfind(b"\n") + 1  # whole lines now, the rest with the next block
-        data, tail = data[:cut], data[cut:][-MAX_LINE_CHARS * 4:]
+
+    def join(data: bytes) -> bool:
+        nonlocal groups
         for m in _LOCAL_CHANNEL.finditer(data):
             a, b = int(m.group(1)), int(m.group(2))
             if a < world and b < world and root(a) != root(b):
@@ -3520,13 +3517,16 @@ def _joined(blocks: Iterable[bytes], world: int) -> bool:
                 groups -= 1
                 if groups == 1:
                     return True
-    return False
+        return False
 
-
-def _then_newline(blocks: Iterable[bytes]) -> Iterator[bytes]:
-    """``blocks``, then a newline that ends a last line without one."""
-    yield from blocks
-    yield b"\n"
+    tail = b""
+    for block in blocks:
+        data = tail + block
+        cut = data.rfind(b"\n") + 1  # whole lines now, the rest with the next block
+        if join(data[:cut]):
+            return True
+        tail = data[cut:][-MAX_LINE_CHARS * 4:]
+    return join(tail)  # a last line without its newline
 
 
 def _one_address(ip_lists: Iterable[list[str]]) -> bool:
@@ -3649,8 +3649,8 @@ class _Judge:
 
     # -- facts about the whole job -------------------------------------------------------
     def _inter_node(self) -> tuple[bool | None, int]:
-        inter, n_ident = self._inter_node_by_names()
         world = _world_size(self.all_procs)
+        inter, n_ident = self._inter_node_by_names(world)
         if inter is None and n_ident <= 1 and 1 < world <= _P2P_WORLD_MAX and self.a.p2p_joins(world):
             # Nothing names the nodes, no channel crosses them, and P2P or shared-memory
             # channels join every rank of the communicator: one node. (Three round logs of
@@ -3660,8 +3660,9 @@ class _Judge:
             return False, 1
         return inter, n_ident
 
-    def _inter_node_by_names(self) -> tuple[bool | None, int]:
-        """(did traffic cross nodes: True/False/None, number of distinct hosts seen)."""
+    def _inter_node_by_names(self, world: int) -> tuple[bool | None, int]:
+        """(did traffic cross nodes: True/False/None, number of distinct hosts seen), where
+        `world` is the largest communicator's size (_world_size)."""
         procs = self.all_procs
         real = [p for p in procs if p.real]
         ident: dict[str, set[int]] = {}
@@ -3670,7 +3671,6 @@ class _Judge:
         split: set[str] = set()  # hosts whose processes are in different communicators
         ends: dict[str, set[int]] = {}  # the ends of the world a host's GPUs hold (see whole)
         unknown = 0
-        world = _world_size(procs)
         for p in real:
             ips = [ip for ip in p.ips if not _loopback(ip)]
             key = p.host if not _is_redacted(p.host) else (f"ip:{ips[0]}" if ips else None)

@@ -180,8 +180,8 @@ def load_run(run_dir: Path | str) -> RunReport:
     profile_env = _dig(profile, "env")
     guard = job_guard_env(profile_env) if isinstance(profile_env, dict) else {}
     analyser = LogAnalyser(source=logs[0].name if logs else "<no log>",
-                           expected_fabric=fabrics.checked(fabric), env=guard)
-    analyser.reread = compressed_logs.blocks_again(logs)  # as check-log reads its files
+                           expected_fabric=fabrics.checked(fabric), env=guard,
+                           reread=compressed_logs.blocks_again(logs))
     log_records: list[Record] = []
     for path in logs:
         for line in read_text_lines(path):
