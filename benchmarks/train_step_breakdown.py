@@ -54,10 +54,19 @@ from train_ddp import (  # noqa: E402
 )
 
 PREFIX = "train_step_breakdown:"
+LR = 0.1
 PIECES = ("data", "ddp", "metrics", "stop", "lr")
 EXTRAS = ("fused", "bucket100")
 DEFAULT_VARIANTS = ["full", *(f"-{p}" for p in PIECES), "step", "full+fused", "full+bucket100"]
 GRAPH = "graph"
+
+
+def optimizer_of(model: torch.nn.Module, lr: float | torch.Tensor = LR, fused: bool = False) -> torch.optim.Optimizer:
+    """train_ddp's SGD (its make_optimizer); ``fused``: the same settings as one fused kernel."""
+    optimizer = make_optimizer(model, argparse.Namespace(lr=LR, weight_decay=5e-4))
+    if not fused:
+        return optimizer
+    return torch.optim.SGD(model.parameters(), **{**optimizer.defaults, "lr": lr, "fused": True})
 
 
 def features(variant: str) -> set[str]:
@@ -136,9 +145,8 @@ def main() -> int:
         torch.manual_seed(0)
         model = CifarResNet(width=args.width).to(device).to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True
-        lr = torch.tensor(0.1, device=device)
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4,
-                                    fused=True)
+        lr = torch.tensor(LR, device=device)
+        optimizer = optimizer_of(model, lr, fused=True)
         static_x, static_y = fixed_x.clone(), fixed_y.clone()
         sums = torch.zeros(2, dtype=torch.float64, device=device)
 
@@ -165,7 +173,7 @@ def main() -> int:
             step()
 
         def replay(x: torch.Tensor, y: torch.Tensor, global_step: int) -> None:
-            lr.fill_(lr_at(global_step, 0.1, total))
+            lr.fill_(lr_at(global_step, LR, total))
             static_x.copy_(x)
             static_y.copy_(y)
             graph.replay()
@@ -181,11 +189,7 @@ def main() -> int:
         if on_cuda:
             model = model.to(memory_format=torch.channels_last)
             torch.backends.cudnn.benchmark = True
-        if "fused" in have:
-            optimizer: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True,
-                                                               weight_decay=5e-4, fused=True)
-        else:
-            optimizer = make_optimizer(model, argparse.Namespace(lr=0.1, weight_decay=5e-4))
+        optimizer = optimizer_of(model, fused="fused" in have)
         net: torch.nn.Module = model
         if "bucket100" in have:
             net = DDP(model, device_ids=[device.index] if on_cuda else None, gradient_as_bucket_view=True,
@@ -197,7 +201,7 @@ def main() -> int:
         def eager(x: torch.Tensor, y: torch.Tensor, global_step: int) -> None:
             if "lr" in have:
                 for group in optimizer.param_groups:
-                    group["lr"] = lr_at(global_step, 0.1, total)
+                    group["lr"] = lr_at(global_step, LR, total)
             with fmt.autocast(device):
                 logits = net(x)
                 loss = F.cross_entropy(logits, y)
