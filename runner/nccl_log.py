@@ -180,9 +180,9 @@ _MAX_ENV = 64  # echoed env settings kept per process (and for the job)
 _MAX_RANKS_SEEN = 1024  # world ranks one process drives (one process may drive 8 GPUs)
 # A channel from one rank to another through P2P (NVLink, PCIe) or shared memory: both ranks
 # on one node (`Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM`, `Ring 00 : 0[0] -> 1[1] via
-# P2P/IPC`, `via SHM/direct/direct`, NCCL 2.4's `via direct shared memory`). Read only by
-# LogAnalyser.p2p_joins, on demand.
-_LOCAL_CHANNEL = re.compile(rb"(?:Channel|Ring) \d+(?:/\d+)? : +(\d+)(?:\[[^\]\n]*\])? -> (\d+)"
+# P2P/IPC`, `via SHM/direct/direct`, NCCL 2.4's `via direct shared memory`; on a page that
+# escaped its arrow, `-&gt;`). Read only by LogAnalyser.p2p_joins, on demand.
+_LOCAL_CHANNEL = re.compile(rb"(?:Channel|Ring) \d+(?:/\d+)? : +(\d+)(?:\[[^\]\n]*\])? -(?:>|&gt;) (\d+)"
                             rb"(?:\[[^\]\n]*\])? via (?:P2P|SHM|direct shared memory)")
 # Communicators up to this size are judged by those channels: one node's GPUs. (Nodes of
 # NVLink domains that span trays, GB200 NVL72's P2P between nodes, print nNodes, which is
@@ -239,11 +239,17 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
 # address (`10.3.35.83: `), a markdown list's item and inline code (`` - `NET/OFI Selected
-# provider is efa, ...` ``), and aws-ofi-nccl's own logger in its test programs
+# provider is efa, ...` ``), aws-ofi-nccl's own logger in its test programs
 # (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22),
+# and Ray's (and vLLM's) tag of the worker process that printed the line (`(RayWorkerWrapper
+# pid=5419, ip=10.0.0.2) `, `(worker1, rank=1, pid=27522, ip=10.105.0.4) `, `(EngineCore_DP0
+# pid=812) `),
 # all after an indent (a markdown list's code block: `  NET/IB : Using [0]rocep1s0f1:1/RoCE`;
 # outside the repeat, which it would slow by a tenth on lines that carry a tag; the
-# alternatives that start with blanks, ` | ` and ` 3: `, match after it with none).
+# alternatives that start with blanks, ` | ` and ` 3: `, match after it with none), and
+# before one (that indented line as an export keeps it: `  | 2024-12-04T05:27:39.074Z |
+#   NET/IB : Using ...`). Up to five of them (`_outer` takes eight): a CloudWatch export of
+# Open MPI's tags on pdsh's lines of aws-ofi-nccl's test logger is four.
 # At most one alternative can match at a place (they start differently), and what follows
 # (a head) never starts with what an alternative could give back, so backtracking into them
 # never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
@@ -252,17 +258,22 @@ _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
                      r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
                      r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|"
-                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: ){0,3}")
+                     r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |"
+                     r"\((?:[\w\-]{1,40}(?:, rank=\d{1,6})?,? )?pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "
+                     r"){0,5}[ \t]{0,40}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|"
-                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: ){0,3}+")
+                   r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |"
+                   r"\((?:[\w\-]{1,40}+(?:, rank=\d{1,6}+)?+,?+ )?+pid=\d{1,10}+"
+                   r"(?:, ip=[\d.]{7,15}+)?+\) "
+                   r"){0,5}+[ \t]{0,40}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[ \t|0-9A-Z>#*+`-]|nccl|comm |rank |ibv_)"
+_BARE_START = r"(?=[\[( \t|0-9A-Z>#*+`-]|nccl|comm |rank |ibv_)"
 # Two WARNs that write-ups quote with neither prefix nor level, read as those WARNs (the bare
 # pass finds them, _BARE_MSG_HEADS routes them, _STRIPPED_WARN makes them WARNs): NCCL's
 # verbs wrapper (`Call to ibv_modify_qp failed with 110 Connection timed out, on dev
@@ -376,6 +387,15 @@ _NCCL_PREFIX = re.compile(
 _DEV_NCCL = re.compile(
     r"^(?:(?P<pid>\d+):\d+ )?\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+def _clock(m: re.Match[str]) -> bool:
+    """Is NCCL's `host:pid:tid` in `m` a time of day? A logger's clock before a line whose
+    host was stripped (`2024-12-04 05:27:39 [0] NCCL INFO ...`) reads as host 05, pid 27,
+    thread 39; no host is two digits with a process and its thread both under 60."""
+    h, p, t = m.group("host"), m.group("pid"), m.group("tid")
+    return len(h) == len(p) == len(t) == 2 and h.isdigit() and int(h) < 24 and int(p) < 60 \
+        and int(t) < 60
+
+
 # A host name that is no clock (`12:00:01 [0] main.c:12 WARN`): not digits only.
 _HOST_NOT_CLOCK = r"(?P<host>(?!\")(?=[^\s:\[\]`*]*[^\d\s:\[\]`*])[^\s:\[\]`*]{1,%d})" % _MAX_HOST
 # A host whose pid and thread were redacted into one field (`node-a7:XXXXXX [5] ibvwrap.c:262
@@ -433,8 +453,15 @@ _OUTER_PREFIXES = (
     re.compile(r"^\s*(?P<task>\d+):(?! ?\d+ \[\d+\] ) ?"),
     re.compile(r"^\[(?P<host>[A-Za-z][\w.\-]*)\] "),  # fabrikit local launcher: [node1]
     re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
-    re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] "),  # NCCL / generic timestamp
-    re.compile(r"^> ?"),  # a markdown quote (`> > ` nested: one at a time)
+    # Ray's tag of the worker that printed the line, vLLM's of its engine process:
+    # `(RayWorkerWrapper pid=5419, ip=10.0.0.2) `, `(worker1, rank=1, pid=27522,
+    # ip=10.105.0.4) `, `(EngineCore_DP0 pid=812) `: the worker's node is its ip, if given
+    re.compile(r"^\((?:[\w\-]{1,40}(?:, rank=(?P<rayrank>\d{1,6}))?,? )?pid=\d{1,10}"
+               r"(?:, ip=(?P<host>\d{1,3}(?:\.\d{1,3}){3}))?\) "),
+    # a logger's time, `[2024-12-04 05:27:39] `: no launcher's, so no label (each line's
+    # differs: as a label, it would make each line a process of its own)
+    re.compile(r"^(?P<clock>\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] )"),
+    re.compile(r"^(?P<quote>> ?)"),  # a markdown quote (`> > ` nested: one at a time), no label
     # a markdown list's item, code in a line (`` - `NET/OFI Selected provider is efa, fabric
     # is efa-direct (found 16 nics)` ``, notes on a GIN proxy between two p6 nodes): no
     # launcher's, so no label (see _outer)
@@ -2946,11 +2973,11 @@ class LogAnalyser:
                 for part in records:
                     self._piece(part, src)
                 return
-            matches = list(_NCCL_PREFIX.finditer(text))
+            matches = [m for m in _NCCL_PREFIX.finditer(text) if not _clock(m)]
         else:
             first = _NCCL_PREFIX.search(text) or (
                 _OLD_PREFIX.search(text) if "] INFO " in text or " WARN" in text else None)
-            matches = [first] if first else []
+            matches = [first] if first and not _clock(first) else []
         if matches:
             labels = self._outer(text[: matches[0].start()])[1] if matches[0].start() else {}
             # Every segment but the last was cut by the next writer: ignore what it says.
@@ -3143,13 +3170,15 @@ class LogAnalyser:
                 m = rx.match(text)
                 if m:
                     g = m.groupdict()
-                    if g.get("quote") is not None:
+                    if g.get("quote") is not None or g.get("clock") is not None:
                         text = text[m.end():]
                         break
                     if g.get("kind") == "rank":
                         labels["rank"] = int(g["n"])
                     if g.get("ompi") is not None:
                         labels["rank"] = int(g["ompi"])
+                    if g.get("rayrank") is not None:
+                        labels["rank"] = int(g["rayrank"])
                     if g.get("host"):
                         labels["host"] = g["host"]
                     if m.group(0).strip() and "|" not in m.group(0) and not m.group(0)[:1].isdigit():

@@ -44,7 +44,12 @@ EDGES = [
     b"[rank3]: epoch 1 step 20 loss 2.3",  # none
     b"[rank3]: NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",  # bare, one prefix
     b"[1,3]<stdout>:[rank3]: 2024-01-02T03:04:05.123Z Using network IB",  # three prefixes
-    b"[a] [b] [c] [d] Using network IB",  # four prefixes: past {0,3}, looser form only
+    b"[a] [b] [c] [d] [e] [f] Using network IB",  # six prefixes: past {0,5}, looser only
+    b"[a] [b] [c] [d] [e] Using network IB",  # five
+    b"  | 2024-12-04T05:27:39.074Z |   NET/IB : Using [0]mlx5_0:1/RoCE",  # indent after a tag
+    b"(RayWorkerWrapper pid=5419, ip=10.0.0.2) [rank1]:ncclSocketInit: connecting to address ",
+    b"(worker1, rank=1, pid=27522, ip=10.105.0.4) Using network IB",  # Ray's tags
+    b"(EngineCore_DP0 pid=812) INFO 03-21 14:01:57 vLLM is using nccl==2.21.5",  # none
     b"[" + b"x" * 81 + b"] Using network IB",  # a tag past its 80: looser form only
     b"[" + b"x" * 80 + b"] Using network IB",  # at its bound
     b"     12: Using network Socket",  # five spaces: past ` {0,4}`, then an indent
@@ -108,7 +113,7 @@ def test_the_same_lines_as_the_python_passes(finder):
             assert got == want
     edges = _hit_lines(bodies[0], finder(bodies[0], 0, len(bodies[0])))
     missed = [e for e in EDGES if e not in edges]
-    assert missed == [EDGES[1], EDGES[2], EDGES[5], EDGES[6], EDGES[10],
+    assert missed == [EDGES[1], EDGES[2], EDGES[5], EDGES[10], EDGES[11], EDGES[15],
                       b"XFI_ only", b"#", b"  WARN NCCL",
                       b"Channel 02/32 :    0 then text", b"# Using devices",
                       b"ibv_devinfo lists no device", b"init.cc:1558 (initTransportsRank) ok"]
@@ -123,7 +128,8 @@ def test_the_looser_bare_pass_is_confirmed(finder):
     loose = _hit_lines(body, unconfirmed(body, 0, len(body)))
     confirmed = _hit_lines(body, finder(body, 0, len(body)))
     only_loose = set(loose) - set(confirmed)
-    assert only_loose == {b"[a] [b] [c] [d] Using network IB", b"[" + b"x" * 81 + b"] Using network IB",
+    assert only_loose == {b"[a] [b] [c] [d] [e] [f] Using network IB",
+                          b"[" + b"x" * 81 + b"] Using network IB",
                           b"1234567: NET/Socket : Using [0]eth0:10.1.1.1<0>"}
 
 

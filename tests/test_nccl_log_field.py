@@ -4774,3 +4774,100 @@ def test_the_p2p_channels_are_read_again_from_compressed_logs_and_by_the_job_epi
     # stdin cannot be read twice: judged without those lines, as the network NCCL chose
     res = CliRunner().invoke(check_log, ["-", "--json"], input=plain.read_bytes())
     assert json.loads(res.output)["transport"] == "socket", res.output
+
+
+def test_an_indented_line_inside_an_export_s_prefix_is_read(tmp_path):
+    # a status report's indented NCCL line, exported by CloudWatch or stamped by a logger:
+    # the indent comes after the export's own prefix
+    line = "  NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:10.0.0.1<0>"
+    for head in ("", "  | 2024-12-04T05:27:39.074Z | ", "2024-12-04 05:27:39,074 "):
+        code, d = check(tmp_path, [head + line, head + "  Using network IB"])
+        assert d["transport"] == "ib", (head, d["summary"])
+
+
+def test_four_prefixes_on_a_stripped_line_are_read(tmp_path):
+    # aws-ofi-nccl's test logger under pdsh, Open MPI's tags around it, exported by
+    # CloudWatch: four prefixes before the message (fabric-facts: line shapes stack)
+    lines = [f"  | 2024-12-04T05:27:39.074Z | [1,{r}]<stdout>:10.3.35.8{r}: INFO: Function: "
+             f"ofi_init Line: 686: NET/OFI Selected Provider is efa" for r in range(2)]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
+
+
+def test_ray_s_worker_tag_is_a_launcher_s_prefix(tmp_path):
+    # Ray prints each worker's output after its tag: `(RayWorkerWrapper pid=5419,
+    # ip=10.0.0.2) `, Ray Train's `(worker1, rank=1, pid=27522, ip=10.105.0.4) `. A line
+    # stripped of NCCL's prefix under it is read, and the tag's ip is its node
+    lines = [f"(RayWorkerWrapper pid={5419 + n}, ip=10.0.0.{n + 1}) {m}" for n in range(2) for m in (
+        "NET/Plugin: Loaded net plugin AWS Libfabric (v5)",
+        "NET/OFI Selected Provider is cxi (found 4 nics)", "Using network AWS Libfabric")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"]) == ("ofi", "cxi"), d["summary"]
+    assert sorted(r["host"] for r in d["ranks"]) == ["10.0.0.1", "10.0.0.2"], d["ranks"]
+    # PyTorch's echo of NCCL's socket WARN under Ray Train's tag: init failed before any
+    # network was chosen, as without the tag
+    echo = ("[rank1]:ncclSocketInit: connecting to address  with family 59936 is neither "
+            "AF_INET(2) nor AF_INET6(10)")
+    for tag in ("", "(worker1, rank=1, pid=27522, ip=10.105.0.4) "):
+        code, d = check(tmp_path, [
+            tag + "[rank1]:" + L.info("node1", 1958, 0, "NCCL_SOCKET_IFNAME set by environment to eth2"),
+            f"{tag}[rank1]:ncclInternalError: Internal check failed.",
+            f"{tag}[rank1]:Last error:", tag + echo])
+        assert d["transport"] == "failed", (tag, d["summary"])
+
+
+def test_a_logger_s_clock_is_no_host_pid_and_thread(tmp_path):
+    # `2024-12-04 05:27:39 [0] NCCL INFO ...`: a logger's time before a line whose host was
+    # stripped reads like `host:pid:tid`; it is a time, and the lines are one process's
+    lines = [f"2024-12-04 05:{m:02d}:{s:02d} [0] NCCL INFO {msg}" for m, s, msg in (
+        (27, 39, "NET/OFI Selected Provider is efa (found 4 nics)"),
+        (27, 41, "Using network AWS Libfabric"),
+        (28, 45, "Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA"))]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"], len(d["ranks"])) == ("ofi", "efa", 1), d["ranks"]
+    assert d["ranks"][0]["host"] not in ("05", ""), d["ranks"]
+
+
+def test_a_bracketed_time_is_no_launcher_s_label(tmp_path):
+    # `[2026-01-15 02:30:45] NCCL INFO ...` (a guide's expected output): each line's time
+    # differs, and it names no process: the lines are one process's, not one each
+    lines = [f"[2026-01-15 02:30:{s:02d}] NCCL INFO {m}" for s, m in (
+        (45, "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"),
+        (52, "Channel 02/0 : 8[0] -> 0[0] [receive] via NET/Libfabric/0/GDRDMA"))]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["provider"], len(d["ranks"])) == ("ofi", "efa", 1), d["ranks"]
+    # and a stripped WARN after it is the rank's own WARN, not a launcher's echo of it
+    code, d = check(tmp_path, ["[2026-01-15 02:30:45] NET/OFI Unexpected number of remote "
+                               "rails for dev 0. Expected 3 but got 2"])
+    assert (d["transport"], d["attempted"]) == ("failed", "ofi"), d["summary"]
+
+
+def test_p2p_channels_on_a_page_that_escaped_their_arrows_keep_the_job_on_one_node(tmp_path):
+    lines = [x.replace("->", "-&gt;").replace("<0>", "&lt;0&gt;") for x in _two_ranks_over("P2P/IPC")]
+    code, d = check(tmp_path, lines)
+    assert (d["transport"], d["inter_node"], d["nodes"]) == ("none", False, 1), d["summary"]
+
+
+# How logs reach a reader besides as written (fabric-facts, "Line shapes"): each keeps every
+# line whole, so each must leave the verdict as it was.
+_EXPORTS = {
+    "cloudwatch": lambda line: "  | 2024-12-04T05:27:39.074Z | " + line,
+    "kubectl": lambda line: "2024-12-04T05:27:39.074123456Z " + line,
+    "logger-clock": lambda line: "2024-12-04 05:27:39,074 " + line,
+    "bracketed-clock": lambda line: "[2024-12-04 05:27:39] " + line,
+    "quoted": lambda line: "> " + line,
+    "code-block": lambda line: "    " + line,
+    "trailing-blanks": lambda line: line + "   ",
+}
+
+
+@pytest.mark.parametrize("export", sorted(_EXPORTS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_an_export_of_the_log_keeps_its_verdict(tmp_path, case, export):
+    def verdict(lines: list[str]) -> tuple:
+        code, d = check(tmp_path, lines)
+        return (d["transport"], d["provider"], d["attempted"], d["mixed"], d["nodes"],
+                d["verdict"], len(d["ranks"]))
+
+    lines = CASES[case]()
+    assert verdict([_EXPORTS[export](x) for x in lines]) == verdict(lines)
