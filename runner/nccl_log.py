@@ -452,6 +452,8 @@ _OUTER_PREFIXES = (
     # srun --label: "3: " (not NCCL's own `pid:tid [0] ` with its host left out)
     re.compile(r"^\s*(?P<task>\d+):(?! ?\d+ \[\d+\] ) ?"),
     re.compile(r"^\[(?P<host>[A-Za-z][\w.\-]*)\] "),  # fabrikit local launcher: [node1]
+    # `kubectl logs --prefix`: `[pod/trainer-0/trainer] ` (a pod's name is its host's)
+    re.compile(r"^\[pod/(?P<host>[\w.\-]{1,63})/[\w.\-]{1,63}\] "),
     re.compile(r"^\[[A-Za-z]\w* (?P<host>[\w.\-]+)\] "),  # [node 192.168.184.241] (Ray, cut)
     # Ray's tag of the worker that printed the line, vLLM's of its engine process:
     # `(RayWorkerWrapper pid=5419, ip=10.0.0.2) `, `(worker1, rank=1, pid=27522,

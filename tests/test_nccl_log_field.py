@@ -4849,7 +4849,8 @@ def test_p2p_channels_on_a_page_that_escaped_their_arrows_keep_the_job_on_one_no
 
 
 # How logs reach a reader besides as written (fabric-facts, "Line shapes"): each keeps every
-# line whole, so each must leave the verdict as it was.
+# line whole and names no process, so each must leave the verdict as it was. (A launcher's
+# tag names one: it may join lines that no prefix told apart.)
 _EXPORTS = {
     "cloudwatch": lambda line: "  | 2024-12-04T05:27:39.074Z | " + line,
     "kubectl": lambda line: "2024-12-04T05:27:39.074123456Z " + line,
@@ -4871,3 +4872,13 @@ def test_an_export_of_the_log_keeps_its_verdict(tmp_path, case, export):
 
     lines = CASES[case]()
     assert verdict([_EXPORTS[export](x) for x in lines]) == verdict(lines)
+
+
+def test_kubectl_s_pod_prefix_names_the_pod(tmp_path):
+    # `kubectl logs -l job=train --prefix` tags each line with its pod and container; a
+    # pod's stripped lines are that pod's, on its own host
+    lines = [f"[pod/trainer-{n}/trainer] {m}" for n in range(2) for m in (
+        "NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.%d<0>" % (n + 1), "Using network IB")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib", d["summary"]
+    assert sorted(r["host"] for r in d["ranks"]) == ["trainer-0", "trainer-1"], d["ranks"]
