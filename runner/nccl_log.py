@@ -232,9 +232,10 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
               # a ring's order, its ranks (spaced with &nbsp; on a page that escaped it),
               # or a ring of one rank at its line's end (`Channel 00/32 :    0`: a
               # communicator of one, vissl#480; `$` is a line's end: the passes that hold
-              # these heads are read with (?m), by Python and hyperscan alike)
+              # these heads are read with (?m), by Python and hyperscan alike; or a
+              # notebook's JSON string's end, `\n",`)
               "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+"
-              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*$)")
+              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*(?:\\\\n\",?)?$)")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
@@ -257,7 +258,7 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
                      r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
-                     r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|"
+                     r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|\"|"
                      r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |"
                      r"\((?:[\w\-]{1,40}(?:, rank=\d{1,6})?,? )?pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "
                      r"){0,5}[ \t]{0,40}")
@@ -266,14 +267,14 @@ if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
-                   r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|"
+                   r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|\"|"
                    r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |"
                    r"\((?:[\w\-]{1,40}+(?:, rank=\d{1,6}+)?+,?+ )?+pid=\d{1,10}+"
                    r"(?:, ip=[\d.]{7,15}+)?+\) "
                    r"){0,5}+[ \t]{0,40}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[( \t|0-9A-Z>#*+`-]|nccl|comm |rank |ibv_)"
+_BARE_START = r"(?=[\[( \t|0-9A-Z>#*+`\"-]|nccl|comm |rank |ibv_)"
 # Two WARNs that write-ups quote with neither prefix nor level, read as those WARNs (the bare
 # pass finds them, _BARE_MSG_HEADS routes them, _STRIPPED_WARN makes them WARNs): NCCL's
 # verbs wrapper (`Call to ibv_modify_qp failed with 110 Connection timed out, on dev
@@ -379,7 +380,7 @@ _ANSI_BYTES = re.compile(
 # a markdown backtick or emphasis before it (`` `gpu2:19989:20082 [1] ...``, `*ip-10-0-2-54:14:14
 # [0] ...*`, an AWS tutorial's), or the double quote that opens a quoted line, is no part of it.
 _NCCL_PREFIX = re.compile(
-    r"(?P<host>(?!\")[^\s:\[\]`*]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?P<host>(?!\")[^\s:\[\]`*\\]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:(?P<src>[^\[\]\n]{0,200}?) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
 )
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
@@ -467,7 +468,7 @@ _OUTER_PREFIXES = (
     # a markdown list's item, code in a line (`` - `NET/OFI Selected provider is efa, fabric
     # is efa-direct (found 16 nics)` ``, notes on a GIN proxy between two p6 nodes): no
     # launcher's, so no label (see _outer)
-    re.compile(r"^(?P<quote>[-*+][ \t]{1,4}|`)"),
+    re.compile(r"^(?P<quote>[-*+][ \t]{1,4}|`|\")"),  # (and a notebook's JSON string)
     re.compile(r"^#{1,3}[ \t]{1,4}"),  # a comment quoting the log (nccl-tests' `#` lines
     # hold no NCCL line, and their rank table is read before any prefix is taken)
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
@@ -492,7 +493,7 @@ _TESTS_NET_ERROR = re.compile(r"unhandled system error|remote process exited|net
 # INFO NET/IB : No device found. [0] NCCL INFO NET/Socket : Using [0]eth0:... [0] NCCL INFO
 # Using network Socket`, LLaMA-Factory#6111): split before each record after a blank.
 _FLAT_HEAD = re.compile(
-    r"(?:(?<=\s)|^)(?P<pre>(?P<who>[^\s:\[\]]+:\d+):\d+ )?\[\d+\] "
+    r"(?:(?<=[\s\"])|^)(?P<pre>(?P<who>[^\s:\[\]\"]+:\d+):\d+ )?\[\d+\] "
     r"(?:[\w./\-]{1,80}\.(?:cc|cu|c|h|cpp):\d+ )?NCCL (?:INFO|WARN) ")
 # ... but a record whose `host:pid:tid` is glued to the text before it shows only its `[1]
 # NCCL INFO` as a head: another process's line spliced in (`[send]nid1:85:85 [1] NCCL INFO`),
@@ -505,8 +506,9 @@ _TESTS_RANK = re.compile(
     r"(?:#|^|\s)\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
 # line alone after a prefix that is no launcher's we know (the line must end with it)
-_PREFIXED_VERSION = re.compile(
-    r"(?:^|[\s:\]])(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)\s*$")
+_PREFIXED_VERSION = re.compile(  # (also quoted: a notebook's `"NCCL version 2.7.8+cuda10.2\n",`)
+    r"(?:^|[\s:\]\"'`])(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)"
+    r"(?:(?:\\r)?\\n)?[\"'`]?,?\s*$")
 _VERSION = re.compile(r"^(?P<lib>[NR])CCL version\s*:?\s*(?P<v>\d+\.\d+\.\d+)(?![\d.])")
 # (an author's note may follow it: `Loaded net plugin gIB (v11)   <- the plugin loads fine`)
 _PLUGIN_LOADED = re.compile(
@@ -1469,11 +1471,16 @@ class _Proc:
             # ibv_create_cq failed with error Cannot allocate memory` ``), in double quotes
             # (a LUMI course's Q&A), or as an item of a list in JSON or code (`"...NCCL INFO
             # Using network IB",`, a test's fixture; a demo's data): the closing mark (and
-            # the item's comma) is no part of the message
+            # the item's comma) is no part of the message, nor is the escaped newline that a
+            # notebook's JSON keeps at the end of each line of output (`"... NCCL INFO
+            # NET/OFI Selected Provider is efa\n",`, an .ipynb's `text` list)
             if msg[-1] == "," and msg[-2:-1] in ("\"", "'"):
                 msg = msg[:-1]
             if msg[-1] in "`\"'" and msg.count(msg[-1]) == 1:
                 msg = msg[:-1].rstrip()
+                if msg.endswith("\\n"):
+                    msg = msg[:-2]
+                    msg = (msg[:-2] if msg.endswith("\\r") else msg).rstrip()
             if not msg:
                 return
         if msg[0] == "[" and msg.startswith("[Rank "):  # NCCL >= 2.28: `[Rank 5] ncclComm...`

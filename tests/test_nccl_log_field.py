@@ -4859,6 +4859,8 @@ _EXPORTS = {
     "quoted": lambda line: "> " + line,
     "code-block": lambda line: "    " + line,
     "trailing-blanks": lambda line: line + "   ",
+    # a notebook's output, each line a JSON string of its `text` list
+    "notebook": lambda line: '      ' + json.dumps(line + "\n") + ",",
 }
 
 
@@ -4882,3 +4884,18 @@ def test_kubectl_s_pod_prefix_names_the_pod(tmp_path):
     code, d = check(tmp_path, lines)
     assert d["transport"] == "ib", d["summary"]
     assert sorted(r["host"] for r in d["ranks"]) == ["trainer-0", "trainer-1"], d["ranks"]
+
+
+def test_a_notebook_s_output_is_read_as_its_lines(tmp_path):
+    # an .ipynb keeps a cell's output as a list of JSON strings, each ending in an escaped
+    # newline: `"r29n2:27102:27102 [0] NCCL INFO Using network Socket\n",`. A one-GPU run's
+    # ring of one rank and its bare version line still say what they say
+    lines = [L.info("r29n2", 27102, 0, m) for m in (
+        "Bootstrap : Using [0]admin0:145.101.32.23<0>", "NET/IB : No device found.",
+        "NET/Socket : Using [0]admin0:145.101.32.23<0>", "Using network Socket")]
+    lines += ["NCCL version 2.7.8+cuda10.2"] + [
+        L.info("r29n2", 27102, 0, f"Channel {c:02d}/32 :    0", tid=27224) for c in range(4)]
+    plain = check(tmp_path, lines)[1]
+    assert (plain["transport"], plain["nccl_version"]) == ("none", "2.7.8"), plain["summary"]
+    code, d = check(tmp_path, ["   " + json.dumps(x + "\n") + "," for x in lines])
+    assert (d["transport"], d["nodes"], d["nccl_version"]) == ("none", plain["nodes"], "2.7.8"), d["summary"]
