@@ -233,9 +233,9 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
               # or a ring of one rank at its line's end (`Channel 00/32 :    0`: a
               # communicator of one, vissl#480; `$` is a line's end: the passes that hold
               # these heads are read with (?m), by Python and hyperscan alike; or a
-              # notebook's JSON string's end, `\n",`)
+              # quoted line's end: a notebook's JSON string's `\n",`, a CSV field's `"`)
               "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+"
-              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*(?:\\\\n\",?)?$)")
+              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*(?:\\\\n)?[\"'`]?,?$)")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
@@ -257,7 +257,7 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
 _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
-                     r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)? |> ?|"
+                     r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)?(?: |,\"?)|> ?|"
                      r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|\"|"
                      r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |"
                      r"\((?:[\w\-]{1,40}(?:, rank=\d{1,6})?,? )?pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "
@@ -266,7 +266,7 @@ _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
-                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+ |> ?+|"
+                   r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+(?: |,\"?+)|> ?+|"
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|\"|"
                    r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |"
                    r"\((?:[\w\-]{1,40}+(?:, rank=\d{1,6}+)?+,?+ )?+pid=\d{1,10}+"
@@ -378,9 +378,11 @@ _ANSI_BYTES = re.compile(
 # NCCL's prefix: [timestamp] host:pid:tid [cudaDev] [file:line [(func)]] NCCL LEVEL.
 # The host may be redacted (`<cluster_name>`, `xxx-xxx`) or stripped (`:22901:22901 [0]`);
 # a markdown backtick or emphasis before it (`` `gpu2:19989:20082 [1] ...``, `*ip-10-0-2-54:14:14
-# [0] ...*`, an AWS tutorial's), or the double quote that opens a quoted line, is no part of it.
+# [0] ...*`, an AWS tutorial's), or the double quote that opens a quoted line, is no part of it;
+# no host name holds a quote, a comma or a backslash (a CSV export's `...074Z,"host:...`, a
+# notebook's JSON string that escaped a quote: `\"w8:6:6 [0]`).
 _NCCL_PREFIX = re.compile(
-    r"(?P<host>(?!\")[^\s:\[\]`*\\]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
+    r"(?P<host>[^\s:\[\]`*\\\"',]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:(?P<src>[^\[\]\n]{0,200}?) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
 )
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
@@ -398,7 +400,8 @@ def _clock(m: re.Match[str]) -> bool:
 
 
 # A host name that is no clock (`12:00:01 [0] main.c:12 WARN`): not digits only.
-_HOST_NOT_CLOCK = r"(?P<host>(?!\")(?=[^\s:\[\]`*]*[^\d\s:\[\]`*])[^\s:\[\]`*]{1,%d})" % _MAX_HOST
+_HOST_NOT_CLOCK = (r"(?P<host>(?=[^\s:\[\]`*\\\"',]*[^\d\s:\[\]`*\\\"',])[^\s:\[\]`*\\\"',]{1,%d})"
+                   % _MAX_HOST)
 # A host whose pid and thread were redacted into one field (`node-a7:XXXXXX [5] ibvwrap.c:262
 # NCCL WARN`, nccl#2013) or left out (`gpusrv [0] misc/ibvwrap.cu:269 WARN`, NCCL 2.1 as
 # pasted in horovod#98): read like `[5] ... NCCL WARN`, the host kept. As for _OLD_PREFIX, a
@@ -471,7 +474,8 @@ _OUTER_PREFIXES = (
     re.compile(r"^(?P<quote>[-*+][ \t]{1,4}|`|\")"),  # (and a notebook's JSON string)
     re.compile(r"^#{1,3}[ \t]{1,4}"),  # a comment quoting the log (nccl-tests' `#` lines
     # hold no NCCL line, and their rank table is read before any prefix is taken)
-    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s+"),  # kubectl
+    # kubectl's `--timestamps`, a logger's time; a CSV export's `2024-12-04T05:27:39.074Z,"`
+    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?(?:\s+|,\"?)"),
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
     re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}): "),  # pdsh's "10.3.35.83: " (any line)
     # NCCL's own prefix with placeholders pasted over it: `[Node-A]:[PID]:[Thread] [0] `

@@ -3390,8 +3390,9 @@ def test_channel_runs_count_like_single_lines(block):
 
 def test_rank_json_is_what_json_dumps_writes():
     # --json encodes ranks itself (shared fields once): byte for byte json.dumps' text,
-    # also for host names that JSON escapes, and in both the indented and compact forms
-    hosts = ["nid\"1", "n\u00e9ud", "back\\slash", "node\u2603", "plain"]
+    # also for text that JSON escapes (host names, a WARN's quotes and backslashes), and in
+    # both the indented and compact forms
+    hosts = ["nid", "n\u00e9ud", "node\u2603", "plain"]
     lines = []
     for i in range(300):  # more than JSON_RANK_LINES: the compact rank list
         host = f"{hosts[i % len(hosts)]}{i}"
@@ -3399,11 +3400,14 @@ def test_rank_json_is_what_json_dumps_writes():
                      f"{'cxi' if i % 7 else 'tcp'} (found {i % 3 + 1} nics)")
         lines.append(f"{host}:{i + 1}:{i + 1} [{i % 4}] NCCL INFO comm 0x1 rank {i} nranks 300 "
                      f"cudaDev {i % 4} busId 1000 - Init COMPLETE")
+        if i % 5 == 0:
+            lines.append(f"{host}:{i + 1}:{i + 1} [{i % 4}] net.cc:1 NCCL WARN NET/OFI Request "
+                         f"completed with error \"cxi\\{i}\"")
     for n in (300, 20):
-        v = analyse(lines[:2 * n])
+        v = analyse(lines[:int(2.2 * n)])
         assert v.to_json(indent=None) == json.dumps(v.to_dict())
         assert json.loads(v.to_json()) == v.to_dict()
-    assert '"nid\\"1' in v.to_json() and "\\u00e9" in v.to_json()
+    assert '\\"cxi\\\\0\\"' in v.to_json() and "\\u00e9" in v.to_json()
 
 
 def test_over_long_line_is_cut_and_reading_goes_on():
@@ -4861,6 +4865,8 @@ _EXPORTS = {
     "trailing-blanks": lambda line: line + "   ",
     # a notebook's output, each line a JSON string of its `text` list
     "notebook": lambda line: '      ' + json.dumps(line + "\n") + ",",
+    # a CloudWatch Logs Insights export to CSV: the time, then the message as a CSV field
+    "csv": lambda line: '2024-12-04T05:27:39.074Z,"' + line.replace('"', '""') + '"',
 }
 
 
