@@ -236,7 +236,8 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
               # quoted line's end: a notebook's JSON string's `\n",`, a CSV field's `"`)
               "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+"
               "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*(?:\\\\n)?[\"'`]?,?$)")
-# Prefixes a stripped line may still carry: Open MPI/torchrun tags, CloudWatch, srun, time,
+# Prefixes a stripped line may still carry: Open MPI/torchrun tags (and Open MPI's time before
+# them, `Thu Jun 18 14:28:58 2020`), CloudWatch, srun, time,
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
 # Socket`: a job script's notes quoting what its run printed, NCSA Delta's), pdsh's host
 # address (`10.3.35.83: `), a markdown list's item and inline code (`` - `NET/OFI Selected
@@ -258,6 +259,7 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
                      r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)?(?: |,\"?)|> ?|"
+                     r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?|"
                      r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|\"|"
                      r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |"
                      r"\((?:[\w\-]{1,40}(?:, rank=\d{1,6})?,? )?pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "
@@ -267,6 +269,7 @@ if sys.version_info >= (3, 11):
     _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+(?: |,\"?+)|> ?+|"
+                   r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?+|"
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|\"|"
                    r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |"
                    r"\((?:[\w\-]{1,40}+(?:, rank=\d{1,6}+)?+,?+ )?+pid=\d{1,10}+"
@@ -464,6 +467,8 @@ _OUTER_PREFIXES = (
     # ip=10.105.0.4) `, `(EngineCore_DP0 pid=812) `: the worker's node is its ip, if given
     re.compile(r"^\((?:[\w\-]{1,40}(?:, rank=(?P<rayrank>\d{1,6}))?,? )?pid=\d{1,10}"
                r"(?:, ip=(?P<host>\d{1,3}(?:\.\d{1,3}){3}))?\) "),
+    # Open MPI's --timestamp-output, `Thu Jun 18 14:28:58 2020[1,7]<stdout>:` (its tag follows)
+    re.compile(r"^(?P<clock>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?)"),
     # a logger's time, `[2024-12-04 05:27:39] `: no launcher's, so no label (each line's
     # differs: as a label, it would make each line a process of its own)
     re.compile(r"^(?P<clock>\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] )"),

@@ -4905,3 +4905,14 @@ def test_a_notebook_s_output_is_read_as_its_lines(tmp_path):
     assert (plain["transport"], plain["nccl_version"]) == ("none", "2.7.8"), plain["summary"]
     code, d = check(tmp_path, ["   " + json.dumps(x + "\n") + "," for x in lines])
     assert (d["transport"], d["nodes"], d["nccl_version"]) == ("none", plain["nodes"], "2.7.8"), d["summary"]
+
+
+def test_open_mpi_s_time_before_its_tag_is_taken_off(tmp_path):
+    # `mpirun --timestamp-output --tag-output` writes ctime's time, then the tag, with no
+    # blank: `Thu Jun 18 14:28:58 2020[1,3]<stdout>:`. A stripped line after it is read,
+    # as the rank the tag names
+    lines = [f"Thu Jun 18 14:28:58 2020[1,{r}]<stdout>:{m}" for r in (3, 4) for m in (
+        "NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.233.64.8%d<0>" % r, "Using network IB")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib", d["summary"]
+    assert sorted(r["rank"] for r in d["ranks"]) == [3, 4], d["ranks"]
