@@ -393,15 +393,6 @@ _NCCL_PREFIX = re.compile(
 _DEV_NCCL = re.compile(
     r"^(?:(?P<pid>\d+):\d+ )?\[(?P<dev>\d+)\] (?:[^\[\]\n]{0,200}? )?"
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
-def _clock(m: re.Match[str]) -> bool:
-    """Is NCCL's `host:pid:tid` in `m` a time of day? A logger's clock before a line whose
-    host was stripped (`2024-12-04 05:27:39 [0] NCCL INFO ...`) reads as host 05, pid 27,
-    thread 39; no host is two digits with a process and its thread both under 60."""
-    h, p, t = m.group("host"), m.group("pid"), m.group("tid")
-    return len(h) == len(p) == len(t) == 2 and h.isdigit() and int(h) < 24 and int(p) < 60 \
-        and int(t) < 60
-
-
 # A host name that is no clock (`12:00:01 [0] main.c:12 WARN`): not digits only.
 _HOST_NOT_CLOCK = (r"(?P<host>(?=[^\s:\[\]`*\\\"',]*[^\d\s:\[\]`*\\\"',])[^\s:\[\]`*\\\"',]{1,%d})"
                    % _MAX_HOST)
@@ -2358,6 +2349,15 @@ class _StateChange:
         for k, v in self.lf_providers.items():
             if v:
                 a._lf_providers[k] += v * times
+
+
+def _clock(m: re.Match[str]) -> bool:
+    """Is NCCL's `host:pid:tid` in `m` a time of day? A logger's clock before a line whose
+    host was stripped (`2024-12-04 05:27:39 [0] NCCL INFO ...`) reads as host 05, pid 27,
+    thread 39; no host is two digits with a process and its thread both under 60."""
+    h, p, t = m.group("host"), m.group("pid"), m.group("tid")
+    return len(h) == len(p) == len(t) == 2 and h.isdigit() and int(h) < 24 and int(p) < 60 \
+        and int(t) < 60
 
 
 def _one_process_records(text: str) -> list[str] | None:
