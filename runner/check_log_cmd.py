@@ -195,6 +195,12 @@ def check_log(ctx: click.Context, files: tuple[str, ...], as_json: bool, fabric:
     Exit 0 fast path (or single node), 1 fallback/failed (or no network seen with a --fabric
     that needs one), 2 bad input (including binary data).
 
+    Lines are read as NCCL wrote them or as launchers, exports and pastes wrapped them:
+    srun -l, Open MPI's --tag-output (and --timestamp-output), torchrun's and Ray's tags,
+    kubectl's --timestamps and --prefix, CloudWatch (console or CSV), Docker's JSON log, a
+    notebook's output, a markdown quote or code block, a web page's escapes; and with
+    NCCL's own prefix or the level stripped.
+
     Logs compressed with gzip, bzip2 or xz (told by their first bytes, also on stdin) are
     read as their text; one cut short (compressed while the job wrote it) is judged on the
     text before the cut, with a warning.
