@@ -233,9 +233,10 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
               # or a ring of one rank at its line's end (`Channel 00/32 :    0`: a
               # communicator of one, vissl#480; `$` is a line's end: the passes that hold
               # these heads are read with (?m), by Python and hyperscan alike; or a
-              # quoted line's end: a notebook's JSON string's `\n",`, a CSV field's `"`)
+              # quoted line's end: a notebook's JSON string's `\n",`, a CSV field's `"`,
+              # a JSON log record's message, `\n"` and the record's other fields)
               "(?:Channel \\d+(?:/\\d+)?|Ring \\d+) :(?: |&nbsp;|\u00a0)+\\d+"
-              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*(?:\\\\n)?[\"'`]?,?$)")
+              "(?:(?: |&nbsp;|\u00a0)+\\d|[^\\S\\n]*(?:(?:\\\\n)?[\"'`]?,?$|\\\\n\"))")
 # Prefixes a stripped line may still carry: Open MPI/torchrun tags (and Open MPI's time before
 # them, `Thu Jun 18 14:28:58 2020`), CloudWatch, srun, time,
 # a markdown quote (`> `, a reporter quoting the whole paste), a comment (`#   Using network
@@ -245,7 +246,7 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network) |comm (?:0x|rank 
 # (`INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa`, aws-ofi-nccl#22),
 # and Ray's (and vLLM's) tag of the worker process that printed the line (`(RayWorkerWrapper
 # pid=5419, ip=10.0.0.2) `, `(worker1, rank=1, pid=27522, ip=10.105.0.4) `, `(EngineCore_DP0
-# pid=812) `),
+# pid=812) `), and a JSON log record's opening (Docker's json-file driver: `{"log":"`),
 # all after an indent (a markdown list's code block: `  NET/IB : Using [0]rocep1s0f1:1/RoCE`;
 # outside the repeat, which it would slow by a tenth on lines that carry a tag; the
 # alternatives that start with blanks, ` | ` and ` 3: `, match after it with none), and
@@ -262,7 +263,8 @@ _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|
                      r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?|"
                      r"#{1,3}[ \t]{1,4}|\d{1,3}(?:\.\d{1,3}){3}: |[-*+][ \t]{1,4}|`|\"|"
                      r"(?:INFO|WARN|TRACE): Function: \w{1,60} Line: \d{1,6}: |"
-                     r"\((?:[\w\-]{1,40}(?:, rank=\d{1,6})?,? )?pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "
+                     r"\((?:[\w\-]{1,40}(?:, rank=\d{1,6})?,? )?pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) |"
+                     r"\{\"(?:log|message|msg|textPayload|MESSAGE)\": ?\""
                      r"){0,5}[ \t]{0,40}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
@@ -273,11 +275,12 @@ if sys.version_info >= (3, 11):
                    r"#{1,3}+[ \t]{1,4}+|\d{1,3}+(?:\.\d{1,3}+){3}+: |[-*+][ \t]{1,4}+|`|\"|"
                    r"(?:INFO|WARN|TRACE): Function: \w{1,60}+ Line: \d{1,6}+: |"
                    r"\((?:[\w\-]{1,40}+(?:, rank=\d{1,6}+)?+,?+ )?+pid=\d{1,10}+"
-                   r"(?:, ip=[\d.]{7,15}+)?+\) "
+                   r"(?:, ip=[\d.]{7,15}+)?+\) |"
+                   r"\{\"(?:log|message|msg|textPayload|MESSAGE)\": ?+\""
                    r"){0,5}+[ \t]{0,40}+")
 # The first characters _OUTER_HEAD or a head can start with: most lines (`nid001:...`) fail
 # this at once instead of entering the repeat, which halves the bare pass.
-_BARE_START = r"(?=[\[( \t|0-9A-Z>#*+`\"-]|nccl|comm |rank |ibv_)"
+_BARE_START = r"(?=[\[({ \t|0-9A-Z>#*+`\"-]|nccl|comm |rank |ibv_)"
 # Two WARNs that write-ups quote with neither prefix nor level, read as those WARNs (the bare
 # pass finds them, _BARE_MSG_HEADS routes them, _STRIPPED_WARN makes them WARNs): NCCL's
 # verbs wrapper (`Call to ibv_modify_qp failed with 110 Connection timed out, on dev

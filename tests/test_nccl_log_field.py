@@ -4865,6 +4865,9 @@ _EXPORTS = {
     "trailing-blanks": lambda line: line + "   ",
     # a notebook's output, each line a JSON string of its `text` list
     "notebook": lambda line: '      ' + json.dumps(line + "\n") + ",",
+    # Docker's json-file log driver: a record per line
+    "docker-json": lambda line: json.dumps({"log": line + "\n", "stream": "stdout",
+                                            "time": "2024-12-04T05:27:39.074123456Z"}),
     # a CloudWatch Logs Insights export to CSV: the time, then the message as a CSV field
     "csv": lambda line: '2024-12-04T05:27:39.074Z,"' + line.replace('"', '""') + '"',
 }
