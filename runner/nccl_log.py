@@ -446,7 +446,7 @@ _OUTER_PREFIXES = (
     re.compile(r"^\s*\|?\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s*\|\s?"),
     # Open MPI --tag-output `[1,3]<stdout>:`, SageMaker's `[1,mpirank:3,algo-1]<stdout>:`,
     # horovodrun --gloo's `[3]<stdout>:`
-    re.compile(r"^\[(?:\d+,)?(?:mpirank:)?(?P<ompi>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
+    re.compile(r"^\[(?:\d+,)?(?:mpirank:)?(?P<rank>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
     # torchrun [default0]:, torch [rank3]:
     re.compile(r"^\[(?P<kind>default|rank)(?P<n>\d+)\]:\s?"),
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*) \[(?P<n>\d+)\]: ?"),  # node2 [1]:
@@ -459,7 +459,7 @@ _OUTER_PREFIXES = (
     # Ray's tag of the worker that printed the line, vLLM's of its engine process:
     # `(RayWorkerWrapper pid=5419, ip=10.0.0.2) `, `(worker1, rank=1, pid=27522,
     # ip=10.105.0.4) `, `(EngineCore_DP0 pid=812) `: the worker's node is its ip, if given
-    re.compile(r"^\((?:[\w\-]{1,40}(?:, rank=(?P<rayrank>\d{1,6}))?,? )?pid=\d{1,10}"
+    re.compile(r"^\((?:[\w\-]{1,40}(?:, rank=(?P<rank>\d{1,6}))?,? )?pid=\d{1,10}"
                r"(?:, ip=(?P<host>\d{1,3}(?:\.\d{1,3}){3}))?\) "),
     # Open MPI's --timestamp-output, `Thu Jun 18 14:28:58 2020[1,7]<stdout>:` (its tag follows)
     re.compile(r"^(?P<clock>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?)"),
@@ -509,9 +509,8 @@ _TESTS_RANK = re.compile(
     r"(?:#|^|\s)\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s")
 # `trn-w0: NCCL version 2.14.3+cuda11.8`, `[pod/w-0/pytorch] NCCL version ...`: the version
 # line alone after a prefix that is no launcher's we know (the line must end with it)
-_PREFIXED_VERSION = re.compile(  # (also quoted: a notebook's `"NCCL version 2.7.8+cuda10.2\n",`)
-    r"(?:^|[\s:\]\"'`])(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)"
-    r"(?:(?:\\r)?\\n)?[\"'`]?,?\s*$")
+_PREFIXED_VERSION = re.compile(
+    r"(?:^|[\s:\]])(?P<msg>[NR]CCL version\s*:?\s*\d+\.\d+\.\d+(?:[+-][\w.+-]*)?)\s*$")
 _VERSION = re.compile(r"^(?P<lib>[NR])CCL version\s*:?\s*(?P<v>\d+\.\d+\.\d+)(?![\d.])")
 # (an author's note may follow it: `Loaded net plugin gIB (v11)   <- the plugin loads fine`)
 _PLUGIN_LOADED = re.compile(
@@ -824,6 +823,7 @@ _BOX_EDGES = "\u2502\u2503\u2551"  # the vertical border of a terminal viewer's 
 _BOX_EDGE = re.compile(r"^ |\s*[%s]\s*$" % _BOX_EDGES)
 _HTML_ENTITY = re.compile(r"&(?:[a-z]{2,6}|#\d{2,5});")
 _WRAPPED_START = _BOX_EDGES + "{"  # (an empty line is `in` it too: harmless)
+_NOTEBOOK_ENDS = ('\\n",', '\\n"')  # a notebook's line of output, as a JSON string
 _IBVERBS_NO_DRIVER = "libibverbs: Warning: no userspace device-specific driver found"
 # (`node01`, `node031`, `server2`: a number tells machines apart, so a name with one is taken
 # as a real host name, which such names usually are: horovod#492, nccl-tests#307)
@@ -928,7 +928,7 @@ def _wrap_ends(piece: str) -> bool:
 def _maybe_wrapped(text: str) -> bool:
     """Might `_unwrapped` find something to take off? (Cheap: most lines are none.)"""
     return text[:1] in _WRAPPED_START or "](http" in text or "&" in text or (
-        text[:1] in ' "[' and '": "' in text)
+        text[:1] in ' "[' and ('": "' in text or text.endswith(_NOTEBOOK_ENDS)))
 
 
 def _unwrapped(text: str) -> str:
@@ -937,8 +937,9 @@ def _unwrapped(text: str) -> str:
     (`net_ib/[p2p.cc:648](https://p2p.cc:648/)`: `.cc` is a domain), a JSON log record
     (Docker's json-file, log shippers, cloud exports:
     `{"log":"host:pid:tid [0] NCCL INFO ...\\n","stream":"stdout",...}`), a web page's
-    HTML escapes (pytorch#76288: `-&gt;`, `&nbsp;`). Callers test `_WRAPPED_START`, `](http`
-    and `&` first: most lines are none of these."""
+    HTML escapes (pytorch#76288: `-&gt;`, `&nbsp;`), a notebook's output (each line one JSON
+    string of its `text` list: `      "host:pid:tid [0] NCCL INFO ...\\n",`). Callers test
+    `_maybe_wrapped` first: most lines are none of these."""
     if text[:1] in _BOX_EDGES and text[1:2] == " ":
         text = _BOX_EDGE.sub("", text[1:])
     if "](http" in text:  # (a link in a link, `[[proxy.cc:1519](http://...)](http://...)`,
@@ -957,6 +958,13 @@ def _unwrapped(text: str) -> str:
             msgs = []  # not a record after all (or cut): the line as it is
         if msgs:
             text = "\n".join(msgs)
+        elif text.endswith(_NOTEBOOK_ENDS):
+            try:
+                line = json.loads(text.strip().rstrip(","))
+            except ValueError:
+                line = None  # (not one JSON string: the line as it is)
+            if isinstance(line, str):
+                text = line.rstrip("\r\n")
     return text
 
 
@@ -1474,16 +1482,11 @@ class _Proc:
             # ibv_create_cq failed with error Cannot allocate memory` ``), in double quotes
             # (a LUMI course's Q&A), or as an item of a list in JSON or code (`"...NCCL INFO
             # Using network IB",`, a test's fixture; a demo's data): the closing mark (and
-            # the item's comma) is no part of the message, nor is the escaped newline that a
-            # notebook's JSON keeps at the end of each line of output (`"... NCCL INFO
-            # NET/OFI Selected Provider is efa\n",`, an .ipynb's `text` list)
+            # the item's comma) is no part of the message
             if msg[-1] == "," and msg[-2:-1] in ("\"", "'"):
                 msg = msg[:-1]
             if msg[-1] in "`\"'" and msg.count(msg[-1]) == 1:
                 msg = msg[:-1].rstrip()
-                if msg.endswith("\\n"):
-                    msg = msg[:-2]
-                    msg = (msg[:-2] if msg.endswith("\\r") else msg).rstrip()
             if not msg:
                 return
         if msg[0] == "[" and msg.startswith("[Rank "):  # NCCL >= 2.28: `[Rank 5] ncclComm...`
@@ -3196,10 +3199,8 @@ class LogAnalyser:
                         break
                     if g.get("kind") == "rank":
                         labels["rank"] = int(g["n"])
-                    if g.get("ompi") is not None:
-                        labels["rank"] = int(g["ompi"])
-                    if g.get("rayrank") is not None:
-                        labels["rank"] = int(g["rayrank"])
+                    if g.get("rank") is not None:  # (Open MPI's tag, Ray Train's)
+                        labels["rank"] = int(g["rank"])
                     if g.get("host"):
                         labels["host"] = g["host"]
                     if m.group(0).strip() and "|" not in m.group(0) and not m.group(0)[:1].isdigit():
