@@ -3467,10 +3467,10 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
         for p in group:
             for s in _suffixes(p.host):
                 ends.setdefault(s, []).append(p)
+        named = [g for g in group if g.host]  # (once per pid: per process, it was quadratic)
         for small in group:
             cands = [by_host[s] for s in _suffixes(small.host) if s in by_host]
             cands += ends.get(small.host, ())
-            named = [g for g in group if g.host]
             if not small.host:  # the whole host cut (`:40068:40068 [0] ...`): the one
                 cands += named if len(named) == 1 else ()  # process of that pid that has one
             elif len(named) == 1 and "" in by_host:

@@ -3449,6 +3449,27 @@ def test_many_single_rank_hosts_sharing_one_pid():
     assert v.verdict is Verdict.FAST and v.nodes == n
 
 
+def test_hosts_of_several_name_lengths_sharing_one_pid():
+    # `gpu7` ... `gpu4095` (no zero padding: names of four lengths) in containers, all pid 42,
+    # and two tails of lines that a splice cut (`u7`, `pu12`): the tails are folded into
+    # their hosts, and no host into another (`gpu12` is not a cut `gpu112`). The repair
+    # relates such names through a suffix index; it once listed every process of the pid
+    # for each one (5.8 s for 16,384 such hosts; benchmarks/check_log_scaling.py measures it)
+    n = 4096
+    lines = []
+    for i in range(n):
+        p = f"gpu{i}:42:42 [0] NCCL INFO "
+        lines += [f"{p}Bootstrap : Using hsn0:10.0.{i // 250}.{i % 250}<0>",
+                  f"{p}NET/OFI Selected Provider is cxi (found 8 nics)",
+                  f"{p}Using network AWS Libfabric"]
+    lines += ["u7:42:42 [0] NCCL INFO Channel 00/0 : 7[0] -> 8[0] [send] via NET/AWS Libfabric/0",
+              "pu12:42:42 [0] NCCL INFO Connected all rings"]
+    v = analyse(lines)
+    assert len(v.ranks) == n and {r.transport for r in v.ranks} == {Transport.OFI}
+    assert sorted(r.host for r in v.ranks) == sorted(f"gpu{i}" for i in range(n))
+    assert v.nodes == n and v.provider == "cxi"
+
+
 def test_cut_hosts_still_repaired_at_scale():
     n = 512
     lines = []
