@@ -9,12 +9,14 @@ Three logs, written to a temporary directory, measured side by side in one run:
    processes check-log keeps (MAX_PROCESSES). `fabrikit check-log --json` as a fresh process
    (what a user runs; its wall and CPU seconds) and the analysis in-process
    (`check_files(...).to_json()`). Target: under 1 s for 16,384; linear beyond.
-2. Four ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
+2. Five ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
    NCCL_DEBUG_SUBSYS=COLL prints them, and training lines); a training job (the same init,
    then every rank's `[rankN]: epoch ... step ... loss` lines, as torchrun prints them);
    copies of one 16-rank job's log (how big test logs are often made: its copies are
    counted, not read); and a dense one (the init of tens of thousands of ranks on 8-GPU
-   nodes, OFI/cxi, every channel line: a third of its lines must be parsed). Each is
+   nodes, OFI/cxi, every channel line: a third of its lines must be parsed), also with
+   each line after its own clock, as kubectl --timestamps gives it (no two lines' prefixes
+   are the same text: the prefix cache and channel runs look past the clock). Each is
    analysed in-process (as `fabrikit check-log` does: with hyperscan on logs over 16 MiB
    where it is installed, as it is with fabrikit on Linux x86_64; beside it, with Python's
    regex passes only, and as a fresh `check-log --json` process, interpreter start and
@@ -129,6 +131,18 @@ def big_log(path: Path, megabytes: int) -> tuple[int, int]:
                 ranks += 1
             nodes += 1
     return nodes, ranks
+
+
+def clocked_log(src: Path, path: Path, megabytes: int) -> None:
+    """`src`'s lines, each after its own clock as kubectl's (or Docker's) --timestamps writes
+    it, `2024-12-04T05:27:39.074123456Z `, until the file reaches `megabytes`."""
+    target = megabytes << 20
+    with open(src) as f, open(path, "w") as out:
+        for n, line in enumerate(f):
+            out.write(f"2024-12-04T{n // 3600000 % 24:02d}:{n // 60000 % 60:02d}:"
+                      f"{n // 1000 % 60:02d}.{n % 1000:03d}{n * 7919 % 1000000:06d}Z {line}")
+            if n % 4096 == 0 and out.tell() >= target:
+                break
 
 
 def job_init(nodes: int, gpn: int) -> str:
@@ -289,6 +303,7 @@ def main() -> int:
         training = work / f"training-{args.megabytes}mb.log"
         copies = work / f"copies-{args.megabytes}mb.log"
         sizes = work / f"dense-{args.megabytes}mb.txt"  # its nodes and ranks
+        clocked = work / f"dense-kubectl-{args.megabytes}mb.log"
         for small, _, hosts, name in smalls:  # (--keep: a log that is there is reused)
             if not small.exists():
                 hosts_log(small, hosts, name)
@@ -297,6 +312,8 @@ def main() -> int:
             training_log(training, args.megabytes)
             copies_log(copies, args.megabytes)
             sizes.write_text("%d %d\n" % big_log(dense, args.megabytes))
+        if not clocked.exists():
+            clocked_log(dense, clocked, args.megabytes)
         nodes, ranks = (int(x) for x in sizes.read_text().split())
         from runner import fast_scan
         from runner.nccl_log import MAX_PROCESSES
@@ -307,7 +324,9 @@ def main() -> int:
         bigs = ((long, "long job: 64 ranks' init, then collective and training lines"),
                 (training, "training job: 16 ranks' init, then [rankN]: training lines"),
                 (copies, "copies of one 16-rank job's init log"),
-                (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes"))
+                (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes"),
+                (clocked, "the dense log's lines as kubectl --timestamps gives them, each "
+                 "after its own clock"))
         cli(smalls[0][0]), analyse(smalls[0][0]), cli(long)  # warm caches, imports, hyperscan
         for big, _ in bigs:
             read_lines(big)

@@ -482,6 +482,35 @@ _OUTER_PREFIXES = (
                r"(?:\[\w+\]|<\w+>|[A-Za-z]\w*) (?=\[\d+\] )"),
 )
 
+# A clock before NCCL's prefix that names no process: a logger's `[2024-12-04 05:27:39.074] `,
+# kubectl's or Docker's `--timestamps` (`2024-12-04T05:27:39.074123456Z `), CloudWatch's
+# `  | 2024-12-04T05:27:39.074Z | ` (each a subset of what _outer strips first and with no
+# label: a time before a bar is CloudWatch's, whole). Such a line's process is the one the
+# rest of its prefix names, so the prefix cache is keyed without the clock: each line's clock
+# differs, and with it in the key every line was parsed in full (3x the time of a log
+# without clocks; benchmarks/check_log_scaling.py).
+_CLOCK_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?"
+_LEAD_CLOCK = re.compile(r"\[%s\] |%s(?![ \t]*\|)[ \t]+|[ \t]*\|?[ \t]*%s[ \t]*\|[ \t]?"
+                         % (_CLOCK_TIME, _CLOCK_TIME, _CLOCK_TIME))
+_LEAD_CLOCK_STARTS = "[0123456789 |\t"
+# A channel run (_CHANNEL_RUN) whose lines each begin with a clock (see _LEAD_CLOCK)
+_CHANNEL_RUN_CLOCKED = re.compile(
+    rb"(?:%s)(?P<pre>[^\n]*) NCCL INFO [^\n]* via NET/(?P<net>[^/\n]*)/[^\n]*\n"
+    rb"(?P<run>(?:(?:%s)(?P=pre) NCCL INFO (?:Channel|Ring)[^\n]* via NET/(?P=net)/[0-9][^\n]*\n)"
+    rb"{1,256})" % ((_LEAD_CLOCK.pattern.encode(),) * 2))
+
+
+def _cached(prefixes: dict[str, "_Proc"], text: str, i: int) -> "_Proc | None":
+    """The process whose prefix `text[:i]` (the line before ` NCCL `) is, with any
+    _LEAD_CLOCK taken off, if a line parsed before had it."""
+    proc = prefixes.get(text[:i])
+    if proc is None and text[:1] in _LEAD_CLOCK_STARTS:
+        c = _LEAD_CLOCK.match(text, 0, i)
+        if c is not None:
+            return prefixes.get(text[c.end():i])
+    return proc
+
+
 # nccl-tests' own report of a failed NCCL call (`node1: Test NCCL failure common.cu:345
 # 'unhandled system error'`; newer: `node1 pid 27: ... 'remote process exited or there was a
 # network error / ...'`), and the errors of it that are a network's (nccl-tests#36)
@@ -2796,6 +2825,8 @@ class LogAnalyser:
             self._piece(text, src)
             return e
         proc = prefixes.get(text[:i])
+        if proc is None and text[:1] in _LEAD_CLOCK_STARTS:
+            proc = _cached(prefixes, text, i)
         if proc is None or text.find("NCCL ", i + 6) >= 0 or "lib" in text or "=" in text:
             self._piece(text, src)
             return e
@@ -2895,10 +2926,17 @@ class LogAnalyser:
         if slash < 0 or msg[at:slash] not in proc.via_nets:
             return e
         head = data[start:start + i + 11]  # the prefix and " NCCL INFO "
-        if not data.startswith(head, e + 1, hi):
+        if data.startswith(head, e + 1, hi):
+            m, pre = _CHANNEL_RUN.match(data, start, hi), text[:i]
+        elif text[:1] in _LEAD_CLOCK_STARTS and (c := _LEAD_CLOCK.match(text, 0, i)) \
+                and data.startswith(head[c.end():], e + 1 + c.end(), hi):
+            # each line's clock differs (kubectl's --timestamps, a logger's): the prefix
+            # after it must repeat (a run is looked for where the next line's clock is as
+            # long), as _cached reads such lines one by one
+            m, pre = _CHANNEL_RUN_CLOCKED.match(data, start, hi), text[c.end():i]
+        else:
             return e  # the next line is another process's (interleaved ranks)
-        m = _CHANNEL_RUN.match(data, start, hi)
-        if m is None or m.group("pre") != text[:i].encode() \
+        if m is None or m.group("pre") != pre.encode() \
                 or m.group("net") != msg[at:slash].encode():
             return e
         run = m.group("run")
@@ -2959,7 +2997,7 @@ class LogAnalyser:
                 self._tests_failures.setdefault(t.group("host"), t.group("err"))
             return
         if i >= 0:
-            proc = prefixes.get(text[:i])
+            proc = _cached(prefixes, text, i)
             if proc is not None and text.find("NCCL ", i + 6) < 0 and "lib" not in text \
                     and "=" not in text:
                 j = text.find(" ", i + 6)
@@ -2984,7 +3022,7 @@ class LogAnalyser:
         if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
             self._take_env_assign(text)
         if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
-            proc = prefixes.get(text[:i])
+            proc = _cached(prefixes, text, i)
             if proc is not None:
                 j = text.find(" ", i + 6)
                 level = text[i + 6:j] if j >= 0 else text[i + 6:]
@@ -3037,9 +3075,13 @@ class LogAnalyser:
                     for cache in self._prefixes.values():
                         cache.clear()
                     self._n_prefixes = 0
-                if text[:i] not in prefixes:
+                key = text[:i]
+                if text[:1] in _LEAD_CLOCK_STARTS:  # (see _LEAD_CLOCK)
+                    c = _LEAD_CLOCK.match(text, 0, matches[0].start())
+                    key = text[c.end():i] if c else key
+                if key not in prefixes:
                     self._n_prefixes += 1
-                prefixes[text[:i]] = proc
+                prefixes[key] = proc
             self._nccl_lines += 1
             proc.take(m.group("level"), msg)
             where = m.group("src")

@@ -3470,6 +3470,63 @@ def test_hosts_of_several_name_lengths_sharing_one_pid():
     assert v.nodes == n and v.provider == "cxi"
 
 
+CLOCKS = {  # each line's own time, as kubectl/Docker --timestamps, a logger, CloudWatch write it
+    "kubectl": lambda n: f"2024-12-04T05:27:{n // 1000 % 60:02d}.{n * 7919 % 10 ** 9:09d}Z ",
+    "trimmed": lambda n: f"2024-12-04T05:27:{n // 1000 % 60:02d}.{n * 7919 % 10 ** 5}Z ",
+    "logger": lambda n: f"[2024-12-04 05:27:{n // 1000 % 60:02d}.{n % 1000:03d}] ",
+    "python": lambda n: f"2024-12-04 05:27:{n // 1000 % 60:02d},{n % 1000:03d} ",
+    "cloudwatch": lambda n: f"  | 2024-12-04T05:27:{n // 1000 % 60:02d}.{n % 1000:03d}Z | ",
+}
+
+
+def _clocked(lines: list[str], clock) -> list[str]:
+    return [clock(n) + x for n, x in enumerate(lines)]
+
+
+@pytest.mark.parametrize("clock", sorted(CLOCKS))
+@pytest.mark.parametrize("order", ["blocks", "interleaved"])
+def test_a_clock_on_every_line_reads_as_the_lines_without_it(clock, order):
+    # Each line's clock differs, so the prefix cache is keyed on NCCL's prefix after it: the
+    # answer is the one the same lines give without clocks, rank for rank, with channel runs
+    # of one process (blocks) and without (interleaved); with Open MPI's tag after the
+    # clock, the tag still names the rank. And reading stays a cache hit: the cache holds
+    # one key per process, not one per line.
+    for fn, tag in ((L.ofi_cxi_rank, False), (L.ib_rank, True), (L.ofi_fails_then, False),
+                    (L.socket_rank, True)):
+        streams = job(fn)
+        if tag:
+            streams = [L.ompi_tag(s, r) for r, s in enumerate(streams)]
+        plain = [x for s in streams for x in s] if order == "blocks" else L.interleave(streams, 3)
+        a, b = LogAnalyser(), LogAnalyser()
+        a.feed_stream(io.BytesIO(L.to_bytes(_clocked(plain, CLOCKS[clock]))))
+        b.feed_stream(io.BytesIO(L.to_bytes(plain)))
+        assert a.result().to_dict() == b.result().to_dict(), (fn.__name__, tag)
+        assert a._n_prefixes == b._n_prefixes < len(plain) // 4, (a._n_prefixes, b._n_prefixes)
+
+
+def test_clocked_channel_runs_are_taken_whole_and_end_where_the_process_changes():
+    # a rank's 64 network channel lines under kubectl's clocks (one of them 3 digits
+    # shorter, as RFC 3339 drops trailing zeros) are counted as one run; another rank's
+    # line in the middle ends it, and a channel over another network is read alone
+    p = "nid000001:40:40 [0] NCCL INFO "
+    q = "nid000002:50:50 [0] NCCL INFO "
+    lines = [f"{p}NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", f"{p}Using network IB",
+             f"{q}NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.2<0>", f"{q}Using network IB"]
+    for ch in range(32):
+        lines += [f"{p}Channel {ch:02d}/0 : 1[0] -> 0[0] [receive] via NET/IB/0",
+                  f"{p}Channel {ch:02d}/0 : 0[0] -> 1[0] [send] via NET/IB/0"]
+    lines.insert(40, f"{q}Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0")
+    lines.insert(50, f"{p}Channel 07/0 : 0[0] -> 1[0] [send] via NET/Socket/0")
+    clocked = [f"2024-12-04T05:27:39.{'074' if n == 20 else '074123456'}Z {x}"
+               for n, x in enumerate(lines)]
+    a = LogAnalyser()
+    a.feed_stream(io.BytesIO(L.to_bytes(clocked)))
+    got = a.result().to_dict()
+    assert got == analyse(lines).to_dict()
+    assert got["mixed"] and [r["transport"] for r in got["ranks"]] == ["socket", "ib"]
+    assert a._nccl_lines == len(lines)
+
+
 def test_cut_hosts_still_repaired_at_scale():
     n = 512
     lines = []
