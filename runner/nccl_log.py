@@ -500,9 +500,9 @@ _CHANNEL_RUN_CLOCKED = re.compile(
     rb"{1,256})" % ((_LEAD_CLOCK.pattern.encode(),) * 2))
 
 
-def _cached(prefixes: dict[str, "_Proc"], text: str, i: int) -> "_Proc | None":
-    """The process whose prefix `text[:i]` (the line before ` NCCL `) is, with any
-    _LEAD_CLOCK taken off, if a line parsed before had it."""
+def _cached_proc(prefixes: dict[str, "_Proc"], text: str, i: int) -> "_Proc | None":
+    """The process of a line parsed before whose prefix was `text[:i]` (the text before
+    ` NCCL `), or that with its _LEAD_CLOCK taken off."""
     proc = prefixes.get(text[:i])
     if proc is None and text[:1] in _LEAD_CLOCK_STARTS:
         c = _LEAD_CLOCK.match(text, 0, i)
@@ -2824,9 +2824,7 @@ class LogAnalyser:
         if i < 0:
             self._piece(text, src)
             return e
-        proc = prefixes.get(text[:i])
-        if proc is None and text[:1] in _LEAD_CLOCK_STARTS:
-            proc = _cached(prefixes, text, i)
+        proc = _cached_proc(prefixes, text, i)
         if proc is None or text.find("NCCL ", i + 6) >= 0 or "lib" in text or "=" in text:
             self._piece(text, src)
             return e
@@ -2932,7 +2930,7 @@ class LogAnalyser:
                 and data.startswith(head[c.end():], e + 1 + c.end(), hi):
             # each line's clock differs (kubectl's --timestamps, a logger's): the prefix
             # after it must repeat (a run is looked for where the next line's clock is as
-            # long), as _cached reads such lines one by one
+            # long), as _cached_proc reads such lines one by one
             m, pre = _CHANNEL_RUN_CLOCKED.match(data, start, hi), text[c.end():i]
         else:
             return e  # the next line is another process's (interleaved ranks)
@@ -2997,7 +2995,7 @@ class LogAnalyser:
                 self._tests_failures.setdefault(t.group("host"), t.group("err"))
             return
         if i >= 0:
-            proc = _cached(prefixes, text, i)
+            proc = _cached_proc(prefixes, text, i)
             if proc is not None and text.find("NCCL ", i + 6) < 0 and "lib" not in text \
                     and "=" not in text:
                 j = text.find(" ", i + 6)
@@ -3022,7 +3020,7 @@ class LogAnalyser:
         if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
             self._take_env_assign(text)
         if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
-            proc = _cached(prefixes, text, i)
+            proc = _cached_proc(prefixes, text, i)
             if proc is not None:
                 j = text.find(" ", i + 6)
                 level = text[i + 6:j] if j >= 0 else text[i + 6:]
