@@ -1,8 +1,15 @@
-"""Read lines with bounded memory: an over-long line is cut and the rest of it skipped.
+"""Read lines with bounded memory: an over-long line is cut and the rest of it skipped, but
+for the piece after its last carriage return.
 
 Logs and sampler files come from jobs that may have crashed mid-write or printed a binary
 blob on one "line"; one of them must not cost gigabytes. `fabrikit report` reads every input
 file through here (and `check-log`'s streaming reader keeps the same bound per line).
+
+A progress bar (tqdm) redraws itself after a CR, with no newline for as long as an epoch
+lasts: megabytes of one "line". A line the job prints meanwhile without a newline before it
+(NCCL's INFO lines, such as a lazily connected channel's at the first collective; PyTorch's
+watchdog error; libfabric's warnings; a training line) lands after the bar's last CR, as the
+last piece a terminal shows: that piece is kept, as a line of its own.
 """
 
 from __future__ import annotations
@@ -17,17 +24,29 @@ MAX_LINE_BYTES = 64 * 1024  # a training or sampler line is < 1 KiB; NCCL's own 
 
 def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_BYTES) -> Iterator[bytes]:
     """Lines of a binary stream, newline kept; a line longer than `max_len` bytes is cut to
-    `max_len` and the rest of it dropped."""
+    `max_len` and the rest of it dropped, except the piece after a CR in that rest (its last
+    CR; a CRLF's is none), which follows, cut to `max_len`, as a line of its own."""
     while True:
         chunk = stream.readline(max_len)
         if not chunk:
             return
-        if len(chunk) >= max_len and not chunk.endswith(b"\n"):
-            while True:  # drop the remainder of this line
-                more = stream.readline(max_len)
-                if not more or more.endswith(b"\n"):
-                    break
         yield chunk
+        if len(chunk) < max_len or chunk.endswith(b"\n"):
+            continue
+        # the rest's piece after its last CR, so far (a CR that ends the part kept starts it)
+        tail: bytes | None = b"" if chunk.endswith(b"\r") else None
+        while True:  # the remainder of this line
+            more = stream.readline(max_len)
+            end = len(more) - (2 if more.endswith(b"\r\n") else 1 if more.endswith(b"\n") else 0)
+            cr = more.rfind(b"\r", 0, end)
+            if cr >= 0:
+                tail = more[cr + 1:end]
+            elif tail is not None and len(tail) < max_len:
+                tail = (tail + more[:end])[:max_len]
+            if not more or more.endswith(b"\n"):
+                break
+        if tail:
+            yield tail + b"\n"
 
 
 def read_text_lines(path: Path, max_len: int = MAX_LINE_BYTES) -> Iterator[str]:

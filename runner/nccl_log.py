@@ -75,7 +75,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property, wraps
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import IO, Any, AnyStr, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from runner import fabrics, fast_scan
 from runner.bounded_lines import iter_stream_lines  # the shared reader; pass MAX_LINE_CHARS
@@ -509,6 +509,18 @@ def _cached_proc(prefixes: dict[str, "_Proc"], text: str, i: int) -> "_Proc | No
         if c is not None:
             return prefixes.get(text[c.end():i])
     return proc
+
+
+def _last_piece(line: AnyStr, cut: int = MAX_LINE_CHARS) -> AnyStr:
+    """The piece after the last CR of a line longer than `cut` (its newline, if any, taken
+    off), where that CR lies past the cut (a CRLF's is none), cut in turn: what a job printed
+    after a progress bar's last redraw (see runner/bounded_lines.py); empty if none."""
+    cr_, nl = ("\r", "\n") if isinstance(line, str) else (b"\r", b"\n")
+    end = len(line) - 1 if line.endswith(nl) else len(line)
+    if line.endswith(cr_, 0, end):
+        end -= 1
+    cr = line.rfind(cr_, cut - 1, end)
+    return line[cr + 1:end][:cut] if cr >= 0 else line[:0]
 
 
 # nccl-tests' own report of a failed NCCL call (`node1: Test NCCL failure common.cu:345
@@ -2591,9 +2603,21 @@ class LogAnalyser:
         """One line (a trailing newline is fine)."""
         src = self._source_name(source)
         if isinstance(line, (bytes, bytearray)):
-            line = bytes(line[:MAX_LINE_CHARS * 4]).decode("utf-8", "replace")
+            raw = bytes(line)
+            tail_bytes = _last_piece(raw, MAX_LINE_CHARS * 4) if len(raw) > MAX_LINE_CHARS * 4 \
+                else b""
+            line = raw[:MAX_LINE_CHARS * 4].decode("utf-8", "replace")
+            if tail_bytes:  # (as below)
+                self.feed(line, source)
+                self.feed(tail_bytes, source)
+                return
         if len(line) > MAX_LINE_CHARS:
+            tail = _last_piece(line)
             line = line[:MAX_LINE_CHARS]
+            if tail:  # a progress bar's line, and what the job printed after its last redraw
+                self.feed(line, source)
+                self.feed(tail, source)
+                return
         self._lines += 1
         if not line.isprintable():  # tabs, CR, colours, NUL, a byte-order mark: the rare case
             line = line.lstrip("\ufeff")
@@ -2635,6 +2659,7 @@ class LogAnalyser:
         limit = MAX_LINE_CHARS * 4  # bytes of one line kept (UTF-8: up to 4 per character)
         carry = b""  # the start of a line that the next block ends
         skipping = False  # inside an over-long line: drop bytes up to the next newline
+        tail: bytes | None = None  # ... but for its piece after its last CR, so far
         binary_run = 0
         pending = b""  # a block read ahead that was not plain text
         scan_blocks = SCAN_BLOCKS
@@ -2682,9 +2707,18 @@ class LogAnalyser:
             lo = 0  # where this block's unread text starts
             if skipping:
                 lo = block.find(b"\n") + 1
+                end = (lo - 1 if lo else len(block)) - (block[lo - 2:lo] == b"\r\n")
+                cr = block.rfind(b"\r", 0, end)
+                if cr >= 0:  # (a CRLF's CR is none: `end` stops before it)
+                    tail = block[cr + 1:end][:limit]
+                elif tail is not None and len(tail) < limit:
+                    tail = (tail + block[:end])[:limit]
                 if lo == 0:
                     continue
                 skipping = False
+                if tail:  # what the job printed after a progress bar's last redraw
+                    self._text_block(tail + b"\n", src, stats)
+                tail = None
             cut = block.rfind(b"\n")
             if cut < lo:
                 carry += block[lo:] if lo else block
@@ -2708,9 +2742,13 @@ class LogAnalyser:
                 self.repeated_bytes - repeated > len(raw) // 2) else SCAN_BLOCKS
             if len(carry) > limit:
                 self._text_block(carry[:limit], src, stats)  # one line, cut
+                cr = carry.rfind(b"\r", limit - 1)  # (and its last piece, if past the cut)
+                tail = carry[cr + 1:][:limit] if cr >= 0 else None
                 carry, skipping = b"", True
         if carry:
             self._text_block(carry, src, stats)
+        elif skipping and tail:
+            self._text_block(tail, src, stats)
         return stats
 
     def input_cut(self, source: str, why: str) -> None:
@@ -2959,7 +2997,12 @@ class LogAnalyser:
                     self._line(piece, src)
             return
         if len(line) > MAX_LINE_CHARS:
+            tail = _last_piece(line)
             line = line[:MAX_LINE_CHARS]
+            if tail:  # a progress bar's line, and what the job printed after its last redraw
+                self._line(line, src)
+                self._line(tail, src)
+                return
         if line.isprintable():  # the usual line: no CR, tab, colour or control character
             self._piece(line, src)
             return

@@ -629,6 +629,21 @@ def test_iter_stream_lines_bounds_long_lines():
     assert out == [b"a" * 64, b"b" * 64, b"last"]
 
 
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_iter_stream_lines_keeps_the_last_piece_of_a_progress_bar_line(eol):
+    # a bar redrawn after CRs for 10 kB, then what the job printed after the last redraw:
+    # the head (cut) and that piece come out; the redraws between them do not
+    bar = b"".join(b"\r 12%%|#   | %d/9000 [00:01<00:09]" % i for i in range(300))
+    data = bar + b"\rnode1:7:7 [0] NCCL WARN NET/IB : Got completion" + eol + b"next" + eol
+    out = list(iter_stream_lines(io.BytesIO(data), max_len=64))
+    assert out == [data[:64], b"node1:7:7 [0] NCCL WARN NET/IB : Got completion\n", b"next" + eol]
+    # its last piece is cut like any line; a CR only in the part kept adds nothing
+    data = bar + b"\r" + b"z" * 100 + eol
+    assert list(iter_stream_lines(io.BytesIO(data), max_len=64)) == [data[:64], b"z" * 64 + b"\n"]
+    data = b"x\r" + b"y" * 100 + eol
+    assert list(iter_stream_lines(io.BytesIO(data), max_len=64)) == [data[:64]]
+
+
 def test_streaming_analyser_matches_analyse_and_result_is_repeatable():
     lines = L.interleave(L.job(L.ib_rank), 3)
     a = LogAnalyser(expected_fabric="infiniband")

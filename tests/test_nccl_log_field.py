@@ -3527,6 +3527,43 @@ def test_clocked_channel_runs_are_taken_whole_and_end_where_the_process_changes(
     assert a._nccl_lines == len(lines)
 
 
+def _progress_bar(redraws: int) -> str:
+    """What tqdm writes for an epoch: each redraw after a CR, no newline until it ends."""
+    return "".join(f"\rEpoch 3: {j * 100 // redraws:3d}%|{'#' * (j * 20 // redraws):20}| "
+                   f"{j}/{redraws} [01:{j % 60:02d}<02:10, 9.51it/s, loss=2.{j % 97:02d}]"
+                   for j in range(redraws))
+
+
+@pytest.mark.parametrize("redraws", [100, 3000, 30000])  # 8 kB, 0.25 MB, 2.5 MB of bar
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_line_printed_after_a_long_progress_bar_is_read(tmp_path, redraws, eol):
+    # A line the job printed while a progress bar ran (NCCL's INFO lines have no newline
+    # before them, unlike its WARN; a lazily connected channel's lines print at the first
+    # collective, mid-epoch) ends a "line" that the bar made 0.25 or 2.5 MB long: longer
+    # than a line is kept, and than a block check-log reads at a time. It is the last piece
+    # a terminal shows, and it is read as if the bar were not there: by check-log, and by
+    # the epilogue of a failed step, which reads line by line
+    from runner.check_log_cmd import check_files
+
+    lines = [x for s in job(L.socket_rank, nodes=2, gpn=1) for x in s]
+    plain = L.write_log(tmp_path / "plain.log", lines)
+    want = check_files([str(plain)])
+    k = max(i for i, x in enumerate(lines) if "via NET/Socket" in x)  # rank 1's last channel
+    glued = tmp_path / "glued.log"
+    glued.write_bytes(eol.join(lines[:k] + [_progress_bar(redraws) + "\r" + lines[k]]
+                               + lines[k + 1:]).encode() + eol.encode())
+    got = check_files([str(glued)])
+    assert [r.to_dict() | {"sources": None} for r in got.ranks] == \
+        [r.to_dict() | {"sources": None} for r in want.ranks]
+    assert got.summary == want.summary and got.warning_codes == want.warning_codes
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for path in (plain, glued):
+        proc = subprocess.run([sys.executable, "-c", "from runner.cli import main; main()",
+                               "job-end", "--status", "1", str(path)], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert want.summary in proc.stdout.splitlines(), proc.stdout + proc.stderr
+
+
 def test_cut_hosts_still_repaired_at_scale():
     n = 512
     lines = []
