@@ -15,11 +15,35 @@ last piece a terminal shows: that piece is kept, as a line of its own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, AnyStr, Iterator
 
 from .errors import UserError
 
 MAX_LINE_BYTES = 64 * 1024  # a training or sampler line is < 1 KiB; NCCL's own buffer is 1 KiB
+
+
+def last_piece(line: AnyStr, cut: int) -> AnyStr:
+    """The piece after the last CR of a whole line (its newline, if any, taken off), where
+    that CR lies past the first `cut` characters (a CRLF's is none), cut to `cut` in turn;
+    empty if there is none."""
+    cr_, nl = ("\r", "\n") if isinstance(line, str) else (b"\r", b"\n")
+    end = len(line) - 1 if line.endswith(nl) else len(line)
+    if line.endswith(cr_, 0, end):
+        end -= 1
+    cr = line.rfind(cr_, cut - 1, end)
+    return line[cr + 1:end][:cut] if cr >= 0 else line[:0]
+
+
+def follow_last_piece(tail: bytes | None, more: bytes, max_len: int) -> bytes | None:
+    """The same piece for a line read in parts past its cut: `tail` is the piece so far
+    (None: no CR seen yet), `more` the line's next bytes (its newline or CRLF taken off).
+    A CR in `more` starts the piece afresh; else it grows, up to `max_len`."""
+    cr = more.rfind(b"\r")
+    if cr >= 0:
+        return more[cr + 1:][:max_len]
+    if tail is not None and len(tail) < max_len:
+        return (tail + more)[:max_len]
+    return tail
 
 
 def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_BYTES) -> Iterator[bytes]:
@@ -33,16 +57,11 @@ def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_BYTES) -> Itera
         yield chunk
         if len(chunk) < max_len or chunk.endswith(b"\n"):
             continue
-        # the rest's piece after its last CR, so far (a CR that ends the part kept starts it)
-        tail: bytes | None = b"" if chunk.endswith(b"\r") else None
+        tail = follow_last_piece(None, chunk[-1:], max_len)  # (a CR ending the part kept)
         while True:  # the remainder of this line
             more = stream.readline(max_len)
             end = len(more) - (2 if more.endswith(b"\r\n") else 1 if more.endswith(b"\n") else 0)
-            cr = more.rfind(b"\r", 0, end)
-            if cr >= 0:
-                tail = more[cr + 1:end]
-            elif tail is not None and len(tail) < max_len:
-                tail = (tail + more[:end])[:max_len]
+            tail = follow_last_piece(tail, more[:end], max_len)
             if not more or more.endswith(b"\n"):
                 break
         if tail:

@@ -75,10 +75,11 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property, wraps
-from typing import IO, Any, AnyStr, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from runner import fabrics, fast_scan
-from runner.bounded_lines import iter_stream_lines  # the shared reader; pass MAX_LINE_CHARS
+from runner.bounded_lines import (  # the shared reader; pass MAX_LINE_CHARS
+    follow_last_piece, iter_stream_lines, last_piece)
 from runner.errors import UserError
 
 __all__ = [
@@ -209,10 +210,12 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # A run of channel lines of one process (see LogAnalyser._channel_run): the line just parsed,
 # then lines with the same prefix and network (greedy: those lines hold one " NCCL INFO " and
 # one " via NET/" each, which the caller checks).
-_CHANNEL_RUN = re.compile(
-    rb"(?P<pre>[^\n]*) NCCL INFO [^\n]* via NET/(?P<net>[^/\n]*)/[^\n]*\n"
-    rb"(?P<run>(?:(?P=pre) NCCL INFO (?:Channel|Ring)[^\n]* via NET/(?P=net)/[0-9][^\n]*\n)"
-    rb"{1,256})")
+# (Each of those lines may begin with `clock`: see _CHANNEL_RUN_CLOCKED.)
+_CHANNEL_RUN_FORM = (
+    rb"%(clock)s(?P<pre>[^\n]*) NCCL INFO [^\n]* via NET/(?P<net>[^/\n]*)/[^\n]*\n"
+    rb"(?P<run>(?:%(clock)s(?P=pre) NCCL INFO (?:Channel|Ring)[^\n]* via NET/(?P=net)/[0-9]"
+    rb"[^\n]*\n){1,256})")
+_CHANNEL_RUN = re.compile(_CHANNEL_RUN_FORM % {b"clock": b""})
 _CTRL_NO_NL = bytes(range(0, 10)) + bytes(range(11, 32)) + b"\x7f"  # not printable ASCII
 _LONG_LINE = re.compile(rb"[^\n]{%d}" % (MAX_LINE_CHARS + 1))
 _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + bytes(
@@ -441,9 +444,11 @@ _OLD_PREFIX = re.compile(
     r"[A-Z][A-Z0-9_]* set by environment))|(?<=\d )WARN)\b ?" % _BARE_MSG_HEADS)
 
 # Outer prefixes written by launchers and log exporters, applied repeatedly (they stack).
+# A date and time as loggers, kubectl and CloudWatch write it (`2024-12-04T05:27:39.074Z`)
+_CLOCK_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?"
 _OUTER_PREFIXES = (
     # CloudWatch / console exports: "  | 2024-12-04T05:27:39.074Z | "
-    re.compile(r"^\s*\|?\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?\s*\|\s?"),
+    re.compile(r"^\s*\|?\s*%s\s*\|\s?" % _CLOCK_TIME),
     # Open MPI --tag-output `[1,3]<stdout>:`, SageMaker's `[1,mpirank:3,algo-1]<stdout>:`,
     # horovodrun --gloo's `[3]<stdout>:`
     re.compile(r"^\[(?:\d+,)?(?:mpirank:)?(?P<rank>\d+)(?:,[^\]]{0,80})?\]<(?:stdout|stderr)>:\s?"),
@@ -474,7 +479,7 @@ _OUTER_PREFIXES = (
     re.compile(r"^#{1,3}[ \t]{1,4}"),  # a comment quoting the log (nccl-tests' `#` lines
     # hold no NCCL line, and their rank table is read before any prefix is taken)
     # kubectl's `--timestamps`, a logger's time; a CSV export's `2024-12-04T05:27:39.074Z,"`
-    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?(?:\s+|,\"?)"),
+    re.compile(r"^%s(?:\s+|,\"?)" % _CLOCK_TIME),
     re.compile(r"^(?P<host>[A-Za-z][\w.\-]*): (?=\S+:\d+:\d+ \[)"),  # pdsh/clush "host: "
     re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}): "),  # pdsh's "10.3.35.83: " (any line)
     # NCCL's own prefix with placeholders pasted over it: `[Node-A]:[PID]:[Thread] [0] `
@@ -489,38 +494,30 @@ _OUTER_PREFIXES = (
 # rest of its prefix names, so the prefix cache is keyed without the clock: each line's clock
 # differs, and with it in the key every line was parsed in full (3x the time of a log
 # without clocks; benchmarks/check_log_scaling.py).
-_CLOCK_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.,\d]*(?:Z|[+-]\d\d:?\d\d)?"
 _LEAD_CLOCK = re.compile(r"\[%s\] |%s(?![ \t]*\|)[ \t]+|[ \t]*\|?[ \t]*%s[ \t]*\|[ \t]?"
                          % (_CLOCK_TIME, _CLOCK_TIME, _CLOCK_TIME))
 _LEAD_CLOCK_STARTS = "[0123456789 |\t"
 # A channel run (_CHANNEL_RUN) whose lines each begin with a clock (see _LEAD_CLOCK)
 _CHANNEL_RUN_CLOCKED = re.compile(
-    rb"(?:%s)(?P<pre>[^\n]*) NCCL INFO [^\n]* via NET/(?P<net>[^/\n]*)/[^\n]*\n"
-    rb"(?P<run>(?:(?:%s)(?P=pre) NCCL INFO (?:Channel|Ring)[^\n]* via NET/(?P=net)/[0-9][^\n]*\n)"
-    rb"{1,256})" % ((_LEAD_CLOCK.pattern.encode(),) * 2))
+    _CHANNEL_RUN_FORM % {b"clock": b"(?:%s)" % _LEAD_CLOCK.pattern.encode()})
+
+
+def _clock_end(text: str, i: int) -> int:
+    """Where a _LEAD_CLOCK at the start of `text[:i]` ends; 0 if there is none."""
+    if text[:1] in _LEAD_CLOCK_STARTS:
+        c = _LEAD_CLOCK.match(text, 0, i)
+        if c is not None:
+            return c.end()
+    return 0
 
 
 def _cached_proc(prefixes: dict[str, "_Proc"], text: str, i: int) -> "_Proc | None":
     """The process of a line parsed before whose prefix was `text[:i]` (the text before
-    ` NCCL `), or that with its _LEAD_CLOCK taken off."""
+    ` NCCL `), or that with its _LEAD_CLOCK taken off (the key it is kept under)."""
     proc = prefixes.get(text[:i])
-    if proc is None and text[:1] in _LEAD_CLOCK_STARTS:
-        c = _LEAD_CLOCK.match(text, 0, i)
-        if c is not None:
-            return prefixes.get(text[c.end():i])
+    if proc is None and (k := _clock_end(text, i)):
+        return prefixes.get(text[k:i])
     return proc
-
-
-def _last_piece(line: AnyStr, cut: int = MAX_LINE_CHARS) -> AnyStr:
-    """The piece after the last CR of a line longer than `cut` (its newline, if any, taken
-    off), where that CR lies past the cut (a CRLF's is none), cut in turn: what a job printed
-    after a progress bar's last redraw (see runner/bounded_lines.py); empty if none."""
-    cr_, nl = ("\r", "\n") if isinstance(line, str) else (b"\r", b"\n")
-    end = len(line) - 1 if line.endswith(nl) else len(line)
-    if line.endswith(cr_, 0, end):
-        end -= 1
-    cr = line.rfind(cr_, cut - 1, end)
-    return line[cr + 1:end][:cut] if cr >= 0 else line[:0]
 
 
 # nccl-tests' own report of a failed NCCL call (`node1: Test NCCL failure common.cu:345
@@ -2604,7 +2601,7 @@ class LogAnalyser:
         src = self._source_name(source)
         if isinstance(line, (bytes, bytearray)):
             raw = bytes(line)
-            tail_bytes = _last_piece(raw, MAX_LINE_CHARS * 4) if len(raw) > MAX_LINE_CHARS * 4 \
+            tail_bytes = last_piece(raw, MAX_LINE_CHARS * 4) if len(raw) > MAX_LINE_CHARS * 4 \
                 else b""
             line = raw[:MAX_LINE_CHARS * 4].decode("utf-8", "replace")
             if tail_bytes:  # (as below)
@@ -2612,7 +2609,7 @@ class LogAnalyser:
                 self.feed(tail_bytes, source)
                 return
         if len(line) > MAX_LINE_CHARS:
-            tail = _last_piece(line)
+            tail = last_piece(line, MAX_LINE_CHARS)
             line = line[:MAX_LINE_CHARS]
             if tail:  # a progress bar's line, and what the job printed after its last redraw
                 self.feed(line, source)
@@ -2708,11 +2705,7 @@ class LogAnalyser:
             if skipping:
                 lo = block.find(b"\n") + 1
                 end = (lo - 1 if lo else len(block)) - (block[lo - 2:lo] == b"\r\n")
-                cr = block.rfind(b"\r", 0, end)
-                if cr >= 0:  # (a CRLF's CR is none: `end` stops before it)
-                    tail = block[cr + 1:end][:limit]
-                elif tail is not None and len(tail) < limit:
-                    tail = (tail + block[:end])[:limit]
+                tail = follow_last_piece(tail, block[:end], limit)  # (no CRLF's CR)
                 if lo == 0:
                     continue
                 skipping = False
@@ -2742,8 +2735,7 @@ class LogAnalyser:
                 self.repeated_bytes - repeated > len(raw) // 2) else SCAN_BLOCKS
             if len(carry) > limit:
                 self._text_block(carry[:limit], src, stats)  # one line, cut
-                cr = carry.rfind(b"\r", limit - 1)  # (and its last piece, if past the cut)
-                tail = carry[cr + 1:][:limit] if cr >= 0 else None
+                tail = follow_last_piece(None, carry[limit - 1:], limit)  # (see bounded_lines)
                 carry, skipping = b"", True
         if carry:
             self._text_block(carry, src, stats)
@@ -2964,12 +2956,11 @@ class LogAnalyser:
         head = data[start:start + i + 11]  # the prefix and " NCCL INFO "
         if data.startswith(head, e + 1, hi):
             m, pre = _CHANNEL_RUN.match(data, start, hi), text[:i]
-        elif text[:1] in _LEAD_CLOCK_STARTS and (c := _LEAD_CLOCK.match(text, 0, i)) \
-                and data.startswith(head[c.end():], e + 1 + c.end(), hi):
+        elif (k := _clock_end(text, i)) and data.startswith(head[k:], e + 1 + k, hi):
             # each line's clock differs (kubectl's --timestamps, a logger's): the prefix
             # after it must repeat (a run is looked for where the next line's clock is as
             # long), as _cached_proc reads such lines one by one
-            m, pre = _CHANNEL_RUN_CLOCKED.match(data, start, hi), text[c.end():i]
+            m, pre = _CHANNEL_RUN_CLOCKED.match(data, start, hi), text[k:i]
         else:
             return e  # the next line is another process's (interleaved ranks)
         if m is None or m.group("pre") != pre.encode() \
@@ -2997,7 +2988,7 @@ class LogAnalyser:
                     self._line(piece, src)
             return
         if len(line) > MAX_LINE_CHARS:
-            tail = _last_piece(line)
+            tail = last_piece(line, MAX_LINE_CHARS)
             line = line[:MAX_LINE_CHARS]
             if tail:  # a progress bar's line, and what the job printed after its last redraw
                 self._line(line, src)
@@ -3116,10 +3107,7 @@ class LogAnalyser:
                     for cache in self._prefixes.values():
                         cache.clear()
                     self._n_prefixes = 0
-                key = text[:i]
-                if text[:1] in _LEAD_CLOCK_STARTS:  # (see _LEAD_CLOCK)
-                    c = _LEAD_CLOCK.match(text, 0, matches[0].start())
-                    key = text[c.end():i] if c else key
+                key = text[_clock_end(text, matches[0].start()):i]  # (see _LEAD_CLOCK)
                 if key not in prefixes:
                     self._n_prefixes += 1
                 prefixes[key] = proc
