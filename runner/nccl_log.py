@@ -75,7 +75,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from functools import cached_property, wraps
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from runner import fabrics, fast_scan
 from runner.bounded_lines import (  # the shared reader; pass MAX_LINE_CHARS
@@ -648,7 +648,64 @@ _ENV_ECHO = re.compile(r"^(?P<key>[A-Z][A-Z0-9_]*) set by environment to (?P<val
 # Environment settings echoed by job scripts (`set -x`, `env | grep`, `mpirun -x`).
 _ENV_ASSIGN = re.compile(
     r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)=(?P<q>['\"]?)(?P<value>[^\s'\"]*)(?P=q)")
-_NET_NOT_FOUND = re.compile(r"\bnetwork (?P<name>.*?) ?not found")
+# A `\bX` (X a letter or `_`, no quantifier after it) and `X(?<=\bX)` match the same text
+_WORD_START = re.compile(r"(?<!\\)((?:\\\\)*)\\b([A-Za-z_])(?![?*+{])")
+# ... as do an alternative `[Xx]rest` and the two alternatives `Xrest|xrest`
+_CASE_START = re.compile(r"\[([A-Za-z])([A-Za-z])\]")
+
+
+def _searched_fast(pattern: str) -> re.Pattern[str]:
+    """`pattern` compiled in a form that matches the same and is searched faster.
+
+    Why: Python's regex engine skips ahead to where a search can begin by the first
+    characters of a pattern's alternatives, but only where each alternative begins with a
+    plain character: one that begins with `\\b` or a class (`[Cc]onnect`) turns it off, and
+    each position is then tried with every alternative, 2-4 times slower. The WARN patterns
+    run on every line of a WARN flood. So each `\\bX` is written `X(?<=\\bX)`, and an
+    alternative `[Xx]rest` becomes `Xrest|xrest` (tests/test_nccl_log_regex_forms.py checks that each
+    matches as its written form does, kept in _WRITTEN_FORMS)."""
+    alternatives = []
+    for alt in _alternatives(_WORD_START.sub(r"\1\2(?<=\\b\2)", pattern)):
+        m = _CASE_START.match(alt)
+        if m and m.group(1).lower() == m.group(2).lower() and "(?P" not in alt:
+            alternatives += [m.group(1) + alt[4:], m.group(2) + alt[4:]]
+        else:
+            alternatives.append(alt)
+    fast = re.compile("|".join(alternatives))
+    _WRITTEN_FORMS[fast] = pattern
+    return fast
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """`pattern`'s alternatives at its top level (not those inside a group)."""
+    parts: list[str] = []
+    depth, start, i, in_class = 0, 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 1  # (the escaped character too)
+        elif in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            # (a `]` first in a class is one of its characters)
+            i += 2 if pattern.startswith("^]", i + 1) else pattern.startswith("]", i + 1)
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+_WRITTEN_FORMS: dict[re.Pattern[str], str] = {}
+
+
+_NET_NOT_FOUND = _searched_fast(r"\bnetwork (?P<name>.*?) ?not found")
 _CHAIN = re.compile(
     r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) (?:\((?P<func>[\w:~]+)\) )?"
     r"-> (?P<code>-?\d+)(?P<rest>.*)")
@@ -665,7 +722,7 @@ _CHAIN_KIND = (
 _NET_CHAIN_FILE = re.compile(
     r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
     r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|" + _IB_PLUGIN_FILE)
-_NET_WARN = re.compile(
+_NET_WARN = _searched_fast(
     r"NET/|\bNet\b|NET devices?\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|"
     r"\bfi_|RDMA|"
     r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b|"
@@ -677,15 +734,15 @@ _NET_WARN = re.compile(
 # RECV_UNRESP, 4126: "reachable by EFA device but handshake failed"; libfabric's efa_errno.h):
 # that connection was never up, so it is no running link's error (_LINK_ERROR) but a setup
 # error (_SETUP_WARN). (4124, "connection previously established", is a running link's.)
-_NEVER_ESTABLISHED = re.compile(r"\bError: 4126\b|handshake failed")
+_NEVER_ESTABLISHED = _searched_fast(r"\bError: 4126\b|handshake failed")
 # Errors that set a connection up (as opposed to ones on a working link, "Got completion
 # ... error 12"): with NCCL >= 2.22 connecting after Init COMPLETE, these still mean the
 # transport never carried the job.
-_SETUP_WARN = re.compile(
+_SETUP_WARN = _searched_fast(
     r"ibv_(?:create|modify|reg|open|alloc|query)|Couldn't (?:open|create|get|find)|"
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
-    r"initialization failed|" + _NEVER_ESTABLISHED.pattern + "|"
+    r"initialization failed|" + _WRITTEN_FORMS[_NEVER_ESTABLISHED] + "|"
     r"Unable to (?:find|create|open|init|insert)|Address family|[Cc]ould not find")
 # IB's async thread's WARN of an event, in NCCL <= 2.22's words (`Got async event : port
 # error`) and NCCL >= 2.23's for the events it calls non-fatal (`Got async error event: ...`)
@@ -695,7 +752,7 @@ _IB_ASYNC_EVENT = r"Got async (?:error )?event ?: ?"
 # also where the paste ends before the chain (nccl#733, error 12 at 3+ nodes, cut mid-word;
 # aws-ofi-nccl on cxi with every SEND `completed with error`, VNI not found, the job hung)
 _IB_FATAL_SEEN = r"encountered a fatal error \(detected in ncclIb(?:Isend|Irecv|Iflush|Test)\)"
-_LINK_ERROR = re.compile(
+_LINK_ERROR = _searched_fast(
     # (IB's `collective mismatch error local size 32768 remote 1048576`: the peer posted a
     # receive of another size on a link in use, nccl#531's first iteration)
     r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
@@ -726,8 +783,8 @@ _LINK_ERROR = re.compile(
     # encountered a fatal error (detected in ncclIbIrecv)`, then the chain up to the
     # progress thread; nccl-tests#360's alltoall after its all-reduce had run)
     _IB_FATAL_SEEN)
-_WARN_OFI = re.compile(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
-_WARN_IB = re.compile(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE|\(detected in ncclIb")
+_WARN_OFI = _searched_fast(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
+_WARN_IB = _searched_fast(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE|\(detected in ncclIb")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
 # Google's A3 Ultra / A4; NVIDIA's Spectrum-X `NET/SPCX`): read as NET/IB's
 _IB_ALIASES = ("NET/gIB", "NET/SPCX")
@@ -741,10 +798,11 @@ _IB_ALIAS_NAME = re.compile(r"^(?:%s)\w*" % "|".join(_IB_ALIASES))  # (and any s
 # ... as do the TCP plugins' own WARNs (Google's `NET/FasTrak ...: INVALID_ARGUMENT: Buffer
 # registration request ...`, A3 Mega's TCPXO; `NET/GPUDirectTCPX : gpu_tx_reg_mr failed -5`)
 _WARN_SOCKET = re.compile(r"NET/(?:(?:Fast)?Socket|GPUDirectTCPXO?|TCPXO?|FasTrak)\b")
-_SOCKET_WORD = re.compile(r"[Ss]ocket")
+_SOCKET_WORD = _searched_fast(r"[Ss]ocket")
 # The provider an aws-ofi-nccl error names in its own words: `Unresponsive receiver
 # (reachable by EFA device but handshake failed) My EFA addr: fi_addr_efa://[fe80::..]`
-_OFI_WARN_PROVIDER = re.compile(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\b(?P<w>EFA) (?:device|addr)\b")
+# (group `a` names the provider; the other alternative is EFA's own words)
+_OFI_WARN_PROVIDER = _searched_fast(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\bEFA (?:device|addr)\b")
 # WARNs of a probe that goes on (not a failure, and about no transport that was tried):
 # aws-ofi-nccl's NVLS version check (`Could not find ncclGetVersion symbol`, a TRACE in later
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
@@ -835,12 +893,12 @@ _TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 # `Missing "iommu=pt" from kernel command line`)
 _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
-_PROXY_ECHO = re.compile(
+_PROXY_ECHO = _searched_fast(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
 # ... and, after a fault within the node, the proxy's sockets to the node's ranks closing
 # (and a rank's own proxy client, to the proxy of the rank whose setup failed)
-_LOCAL_ECHO = re.compile(
-    _PROXY_ECHO.pattern + r"|socketProgress|closed by remote peer|ncclProxyClient|"
+_LOCAL_ECHO = _searched_fast(
+    _WRITTEN_FORMS[_PROXY_ECHO] + r"|socketProgress|closed by remote peer|ncclProxyClient|"
     r"\[Service thread\]")
 # The transports within a node (a WARN's source, a chain's link), and transport.cc, which
 # passes any transport's error on
@@ -956,6 +1014,62 @@ def _held_warn(tail: str) -> bool | None:
     if tail.endswith(":") and _WARN_TAG_ONLY.search(tail):
         return False
     return None
+
+
+class _WarnFacts(NamedTuple):
+    """What a WARN's message says, whatever process printed it (_Proc._take_warn)."""
+    probe: bool = False  # a probe's WARN that fails nothing (_PROBE_WARN)
+    in_node: bool = False  # a fault of no network (_IN_NODE_WARN)
+    not_found: str | None = None  # the network that `network X not found` names
+    ofi_plugin_failed: bool = False  # aws-ofi-nccl giving up (_OFI_PLUGIN_FAILED)
+    ofi_provider: str | None = None  # the provider an aws-ofi-nccl error names
+    net: bool = False  # about a network at all (_NET_WARN); the rest only then
+    proxy_echo: bool = False  # the proxy passing a failure on (_PROXY_ECHO)
+    kind: Transport | None = None  # the transport it is about (_warn_kind)
+    link: bool = False  # an error of a link in use (_LINK_ERROR, not _NEVER_ESTABLISHED)
+    socket_word: bool = False
+    setup: bool = False  # an error setting a connection up (_SETUP_WARN)
+
+
+# A flood of WARNs repeats a few messages many times (every request in flight failing the
+# same way, every rank losing the same peer): each message's facts are worked out once.
+# Bounded: cleared when full, and only messages of a usual length are kept.
+_WARN_FACTS_MEMO: dict[str, _WarnFacts] = {}
+_WARN_FACTS_MEMO_SIZE = 4096
+_WARN_FACTS_MEMO_CHARS = 512
+_NO_WARN_FACTS = _WarnFacts()
+
+
+def _warn_facts(msg: str) -> _WarnFacts:
+    """The facts of a WARN's message (a pure function of it, so kept in a memo)."""
+    f = _WARN_FACTS_MEMO.get(msg)
+    if f is not None:
+        return f
+    if _PROBE_WARN.match(msg):
+        f = _NO_WARN_FACTS._replace(probe=True)
+    else:
+        in_node = _IN_NODE_WARN.match(msg) is not None
+        m = _NET_NOT_FOUND.search(msg)
+        ofi = msg.startswith("NET/OFI")
+        p = _OFI_WARN_PROVIDER.search(msg) if ofi else None
+        net = _NET_WARN.search(msg) is not None
+        f = _WarnFacts(
+            in_node=in_node,
+            not_found=(m.group("name").strip() or "(unnamed)") if m else None,
+            ofi_plugin_failed=ofi and _OFI_PLUGIN_FAILED.match(msg) is not None,
+            ofi_provider=(p.group("a") or "efa") if p else None,
+            net=net,
+            proxy_echo=net and _PROXY_ECHO.search(msg) is not None,
+            kind=_warn_kind(msg) if net else None,
+            link=net and _LINK_ERROR.search(msg) is not None
+            and _NEVER_ESTABLISHED.search(msg) is None,
+            socket_word=net and _SOCKET_WORD.search(msg) is not None,
+            setup=net and _SETUP_WARN.search(msg) is not None)
+    if len(msg) <= _WARN_FACTS_MEMO_CHARS:
+        if len(_WARN_FACTS_MEMO) >= _WARN_FACTS_MEMO_SIZE:
+            _WARN_FACTS_MEMO.clear()
+        _WARN_FACTS_MEMO[msg] = f
+    return f
 
 
 def _wrap_ends(piece: str) -> bool:
@@ -1805,19 +1919,20 @@ class _Proc:
 
     def _take_warn(self, msg: str, seq: int) -> None:
         self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
-        if _PROBE_WARN.match(msg):
+        f = _warn_facts(msg)
+        if f.probe:
             if msg.startswith("Failed to open libibverbs"):
                 self.socket_is_choice = self.verbs_missing = True
             return
         if 0 <= self.local_seq >= max(self.err_seq, self.warn_seq, self.complete_seq) \
-                and _LOCAL_ECHO.search(msg):
+                and _LOCAL_ECHO.search(msg):  # (rare: not worth a fact)
             # shared memory or P2P setup failed in the proxy's service thread, which then
             # fails the operation and closes its sockets to this host's ranks: echoes of the
             # fault within the node, no network's error (rccl#908's `hipIpcGetMemHandle
             # failed`, then `[Proxy Service 1] Failed to execute operation Setup`,
             # `socketProgress: Connection closed by remote peer <its own host>`)
             return
-        if _IN_NODE_WARN.match(msg):
+        if f.in_node:
             # faults of no network, whatever was chosen: two ranks of one host on one GPU
             # (init.cc's check, ncclInvalidUsage: horovod#3929, pytorch#47885); a container
             # or WSL that hides the PCI topology from /sys (topo.cc, xml.cc: CrowdDet#86);
@@ -1830,9 +1945,8 @@ class _Proc:
             self.recover_seq = seq
             return
         self.last_warn = msg[:200]
-        m = _NET_NOT_FOUND.search(msg)
-        if m:
-            self.not_found = self.not_found or m.group("name").strip() or "(unnamed)"
+        if f.not_found is not None:
+            self.not_found = self.not_found or f.not_found
             self.fatal_seq = seq
             return
         if msg.startswith(_ANY_NET_PLUGIN_FAILED):
@@ -1844,38 +1958,36 @@ class _Proc:
             self.weak_kind, self.weak_seq = Transport.IB, seq
         if msg.startswith("NET/OFI"):
             self._take_n(msg, seq, info=False)  # provider lines can come as WARN in old plugins
-            if _OFI_PLUGIN_FAILED.match(msg):
+            if f.ofi_plugin_failed:
                 self.plugin_failed = self.plugin_failed or msg[:200]
                 self.plugin_failed_seq = seq
-            p = _OFI_WARN_PROVIDER.search(msg)
-            if p:
-                self._push("named_providers", (p.group("a") or p.group("w")).lower(), 4)
-        if _NET_WARN.search(msg):
+            if f.ofi_provider:
+                self._push("named_providers", f.ofi_provider, 4)
+        if f.net:
             self.err_seq = seq
-            echo = _PROXY_ECHO.search(msg)  # (the proxy's own sockets echo any failure)
-            if not echo:
+            if not f.proxy_echo:  # (the proxy's own sockets echo any failure)
                 self.warn_seq = seq
-            kind = _warn_kind(msg)
+            kind = f.kind
             if kind is None and self.err_kind is None and "[Proxy thread error]" in msg:
                 # NCCL 2.3-2.4's proxy thread runs the network transports; with no IB or
                 # plugin error before it, what failed in it was a socket's send or receive
                 # (nccl#193: `include/socket.h 398 NCCL WARN Call to write failed :
                 # Connection reset by peer.`, then this; Kubernetes pods over flannel)
                 kind = Transport.SOCKET
-            link = _LINK_ERROR.search(msg) and not _NEVER_ESTABLISHED.search(msg)
             # NCCL's bootstrap and proxy talk over sockets whatever the transport: a socket
             # error after an IB or OFI one is its echo (`ibv_modify_qp failed`, then the
             # proxy's `Socket recv failed`), not the transport that was tried, nor the cause
             # (... and a link's later completion errors follow from its first: IB's error 12,
             # retry exceeded, then status 5, flushed, for every request still queued)
-            if not ((kind is Transport.SOCKET or kind is None and _SOCKET_WORD.search(msg))
+            if not ((kind is Transport.SOCKET or kind is None and f.socket_word)
                     and self.err_kind in (Transport.IB, Transport.OFI)) \
-                    and not (echo and self.err_msg) and not (link and self.link_seq >= 0):
+                    and not (f.proxy_echo and self.err_msg) \
+                    and not (f.link and self.link_seq >= 0):
                 self.err_msg = msg[:200]
                 self.err_kind = kind or self.err_kind
-            if _SETUP_WARN.search(msg):
+            if f.setup:
                 self.setup_seq = seq
-            if link:
+            if f.link:
                 self.link_seq = seq
 
     def _take_n(self, msg: str, seq: int, info: bool = True) -> None:
