@@ -9,11 +9,13 @@ Three logs, written to a temporary directory, measured side by side in one run:
    processes check-log keeps (MAX_PROCESSES). `fabrikit check-log --json` as a fresh process
    (what a user runs; its wall and CPU seconds) and the analysis in-process
    (`check_files(...).to_json()`). Target: under 1 s for 16,384; linear beyond.
-2. Five ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
+2. Six ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
    NCCL_DEBUG_SUBSYS=COLL prints them, and training lines); a training job (the same init,
    then every rank's `[rankN]: epoch ... step ... loss` lines, as torchrun prints them);
    copies of one 16-rank job's log (how big test logs are often made: its copies are
-   counted, not read); and a dense one (the init of tens of thousands of ranks on 8-GPU
+   counted, not read); a failing job (the same init, then nothing but WARNs, each rank's
+   links failing: requests with their own addresses, sockets to their own peers, so that
+   most lines differ; the log a user most wants checked); and a dense one (the init of tens of thousands of ranks on 8-GPU
    nodes, OFI/cxi, every channel line: a third of its lines must be parsed), also with
    each line after its own clock, as kubectl --timestamps gives it (no two lines' prefixes
    are the same text: the prefix cache and channel runs look past the clock). Each is
@@ -191,6 +193,36 @@ def training_log(path: Path, megabytes: int, nodes: int = 4, gpn: int = 4) -> in
     return ranks
 
 
+def warn_flood_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
+    """A failing job's log: the init of `nodes` x `gpn` ranks (OFI/cxi), then every rank's
+    WARNs as its links fail, until the file reaches `megabytes`: aws-ofi-nccl's requests
+    completing with an error (each with its own address), and the proxy's sockets to dead
+    peers closing (each peer's own). Most lines differ. Returns the number of ranks."""
+    target = megabytes << 20
+    ranks = nodes * gpn
+    with open(path, "w") as f:
+        f.write(job_init(nodes, gpn))
+        i = 0
+        while f.tell() < target:
+            lines = []
+            for rank in range(ranks):
+                node, local = divmod(rank, gpn)
+                peer = (node + 1 + i % (nodes - 1)) % nodes
+                head = f"nid{node:06d}:{30000 + local}:{30100 + local} [{local}]"
+                if (i + rank) % 3:
+                    lines.append(
+                        f"{head} nccl_ofi_rdma.cpp:{1200 + local} NCCL WARN NET/OFI Request "
+                        f"0x7f{(i * 7919 + rank * 104729) % 16 ** 8:08x} completed with error. "
+                        f"RC: {5 + i % 2}. Error: 5 (Input/output error). Completed length: 0")
+                else:
+                    lines.append(
+                        f"{head} misc/socket.cc:{500 + local} NCCL WARN socketProgress: "
+                        f"Connection closed by remote peer nid{peer:06d}-hsn0<{50000 + local}>")
+            f.write("\n".join(lines) + "\n")
+            i += 1
+    return ranks
+
+
 def copies_log(path: Path, megabytes: int, nodes: int = 2, gpn: int = 8) -> int:
     """One `nodes` x `gpn` job's init log, copied until the file reaches `megabytes`."""
     one = job_init(nodes, gpn)
@@ -302,6 +334,7 @@ def main() -> int:
         long = work / f"long-{args.megabytes}mb.log"
         training = work / f"training-{args.megabytes}mb.log"
         copies = work / f"copies-{args.megabytes}mb.log"
+        warns = work / f"warns-{args.megabytes}mb.log"
         sizes = work / f"dense-{args.megabytes}mb.txt"  # its nodes and ranks
         clocked = work / f"dense-kubectl-{args.megabytes}mb.log"
         for small, _, hosts, name in smalls:  # (--keep: a log that is there is reused)
@@ -314,6 +347,8 @@ def main() -> int:
             sizes.write_text("%d %d\n" % big_log(dense, args.megabytes))
         if not clocked.exists():
             clocked_log(dense, clocked, args.megabytes)
+        if not warns.exists():
+            warn_flood_log(warns, args.megabytes)
         nodes, ranks = (int(x) for x in sizes.read_text().split())
         from runner import fast_scan
         from runner.nccl_log import MAX_PROCESSES
@@ -324,6 +359,7 @@ def main() -> int:
         bigs = ((long, "long job: 64 ranks' init, then collective and training lines"),
                 (training, "training job: 16 ranks' init, then [rankN]: training lines"),
                 (copies, "copies of one 16-rank job's init log"),
+                (warns, "failing job: 64 ranks' init, then their WARNs as links fail"),
                 (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes"),
                 (clocked, "the dense log's lines as kubectl --timestamps gives them, each "
                  "after its own clock"))

@@ -662,12 +662,14 @@ def _searched_fast(pattern: str) -> re.Pattern[str]:
     plain character: one that begins with `\\b` or a class (`[Cc]onnect`) turns it off, and
     each position is then tried with every alternative, 2-4 times slower. The WARN patterns
     run on every line of a WARN flood. So each `\\bX` is written `X(?<=\\bX)`, and an
-    alternative `[Xx]rest` becomes `Xrest|xrest` (tests/test_nccl_log_regex_forms.py checks that each
-    matches as its written form does, kept in _WRITTEN_FORMS)."""
+    alternative `[Xx]rest` becomes `Xrest|xrest` (tests/test_nccl_log_regex_forms.py checks
+    that each matches as its written form does, kept in _WRITTEN_FORMS)."""
+    if re.search(r"\[[^\]]*\\b", pattern):  # (a \b in a class is a backspace: not rewritten)
+        raise ValueError(f"a class holding \\b in {pattern!r}: write it \\x08")
     alternatives = []
     for alt in _alternatives(_WORD_START.sub(r"\1\2(?<=\\b\2)", pattern)):
         m = _CASE_START.match(alt)
-        if m and m.group(1).lower() == m.group(2).lower() and "(?P" not in alt:
+        if m and m.group(1).lower() == m.group(2).lower() and not re.compile(alt).groups:
             alternatives += [m.group(1) + alt[4:], m.group(2) + alt[4:]]
         else:
             alternatives.append(alt)
