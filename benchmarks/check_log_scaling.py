@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,45 +153,44 @@ def job_init(nodes: int, gpn: int) -> str:
     return "".join(rank_block(n, local, nodes, gpn) for n in range(nodes) for local in range(gpn))
 
 
-def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
-    """A long training job's log: the init of `nodes` x `gpn` ranks, then every rank's
-    collective calls (NCCL_DEBUG_SUBSYS=COLL, what makes NCCL logs big) and training lines,
+def init_then_rounds(path: Path, megabytes: int, nodes: int, gpn: int,
+                     round_lines: Callable[[int], Iterable[str]]) -> int:
+    """Write the init of `nodes` x `gpn` ranks, then `round_lines(i)` for i = 0, 1, ...
     until the file reaches `megabytes`. Returns the number of ranks."""
     target = megabytes << 20
     with open(path, "w") as f:
         f.write(job_init(nodes, gpn))
-        step = 0
+        i = 0
         while f.tell() < target:
-            lines = []
-            for rank in range(nodes * gpn):
-                node, local = divmod(rank, gpn)
-                lines.append(
-                    f"nid{node:06d}:{30000 + local}:{30000 + local} [{local}] NCCL INFO AllReduce: "
-                    f"opCount {step:x} sendbuff 0x7f3a5c000000 recvbuff 0x7f3a5c000000 count "
-                    f"25557032 datatype 7 op 0 root 0 comm 0x55d0c0{rank:06x} [nranks={nodes * gpn}]"
-                    " stream 0x55d0c1a3e2b0")
-            lines.append(f"[rank0]: step {step} loss {2.5 - step / 1e5:.5f} lr 0.0010 images/s "
-                         f"{5100 + step % 7}")
-            f.write("\n".join(lines) + "\n")
-            step += 1
+            f.write("".join(line + "\n" for line in round_lines(i)))
+            i += 1
     return nodes * gpn
+
+
+def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
+    """A long training job's log: the init of `nodes` x `gpn` ranks, then every rank's
+    collective calls (NCCL_DEBUG_SUBSYS=COLL, what makes NCCL logs big) and training lines,
+    until the file reaches `megabytes`. Returns the number of ranks."""
+    def step_lines(step: int) -> Iterator[str]:
+        for rank in range(nodes * gpn):
+            node, local = divmod(rank, gpn)
+            yield (f"nid{node:06d}:{30000 + local}:{30000 + local} [{local}] NCCL INFO AllReduce: "
+                   f"opCount {step:x} sendbuff 0x7f3a5c000000 recvbuff 0x7f3a5c000000 count "
+                   f"25557032 datatype 7 op 0 root 0 comm 0x55d0c0{rank:06x} [nranks={nodes * gpn}]"
+                   " stream 0x55d0c1a3e2b0")
+        yield (f"[rank0]: step {step} loss {2.5 - step / 1e5:.5f} lr 0.0010 images/s "
+               f"{5100 + step % 7}")
+
+    return init_then_rounds(path, megabytes, nodes, gpn, step_lines)
 
 
 def training_log(path: Path, megabytes: int, nodes: int = 4, gpn: int = 4) -> int:
     """A training job's log: the init of `nodes` x `gpn` ranks, then each rank's training
     lines (`[rankN]: ...`, torchrun's prefix) until the file reaches `megabytes`."""
-    target = megabytes << 20
-    ranks = nodes * gpn
-    with open(path, "w") as f:
-        f.write(job_init(nodes, gpn))
-        step = 0
-        while f.tell() < target:
-            f.write("".join(
-                f"[rank{r}]: epoch {step // 500} step {step} loss {2.5 - step / 1e5:.5f} "
-                f"lr 0.00100 grad_norm {0.9 + r / 100:.3f} images/s {5100 + (step + r) % 7}\n"
-                for r in range(ranks)))
-            step += 1
-    return ranks
+    return init_then_rounds(path, megabytes, nodes, gpn, lambda step: (
+        f"[rank{r}]: epoch {step // 500} step {step} loss {2.5 - step / 1e5:.5f} "
+        f"lr 0.00100 grad_norm {0.9 + r / 100:.3f} images/s {5100 + (step + r) % 7}"
+        for r in range(nodes * gpn)))
 
 
 def warn_flood_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
@@ -198,29 +198,20 @@ def warn_flood_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) ->
     WARNs as its links fail, until the file reaches `megabytes`: aws-ofi-nccl's requests
     completing with an error (each with its own address), and the proxy's sockets to dead
     peers closing (each peer's own). Most lines differ. Returns the number of ranks."""
-    target = megabytes << 20
-    ranks = nodes * gpn
-    with open(path, "w") as f:
-        f.write(job_init(nodes, gpn))
-        i = 0
-        while f.tell() < target:
-            lines = []
-            for rank in range(ranks):
-                node, local = divmod(rank, gpn)
-                peer = (node + 1 + i % (nodes - 1)) % nodes
-                head = f"nid{node:06d}:{30000 + local}:{30100 + local} [{local}]"
-                if (i + rank) % 3:
-                    lines.append(
-                        f"{head} nccl_ofi_rdma.cpp:{1200 + local} NCCL WARN NET/OFI Request "
-                        f"0x7f{(i * 7919 + rank * 104729) % 16 ** 8:08x} completed with error. "
-                        f"RC: {5 + i % 2}. Error: 5 (Input/output error). Completed length: 0")
-                else:
-                    lines.append(
-                        f"{head} misc/socket.cc:{500 + local} NCCL WARN socketProgress: "
-                        f"Connection closed by remote peer nid{peer:06d}-hsn0<{50000 + local}>")
-            f.write("\n".join(lines) + "\n")
-            i += 1
-    return ranks
+    def round_lines(i: int) -> Iterator[str]:
+        for rank in range(nodes * gpn):
+            node, local = divmod(rank, gpn)
+            peer = (node + 1 + i % (nodes - 1)) % nodes
+            head = f"nid{node:06d}:{30000 + local}:{30100 + local} [{local}]"
+            if (i + rank) % 3:
+                yield (f"{head} nccl_ofi_rdma.cpp:{1200 + local} NCCL WARN NET/OFI Request "
+                       f"0x7f{(i * 7919 + rank * 104729) % 16 ** 8:08x} completed with error. "
+                       f"RC: {5 + i % 2}. Error: 5 (Input/output error). Completed length: 0")
+            else:
+                yield (f"{head} misc/socket.cc:{500 + local} NCCL WARN socketProgress: "
+                       f"Connection closed by remote peer nid{peer:06d}-hsn0<{50000 + local}>")
+
+    return init_then_rounds(path, megabytes, nodes, gpn, round_lines)
 
 
 def copies_log(path: Path, megabytes: int, nodes: int = 2, gpn: int = 8) -> int:
