@@ -74,7 +74,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
-from functools import cached_property, wraps
+from functools import cached_property, lru_cache, wraps
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from runner import fabrics, fast_scan
@@ -394,6 +394,39 @@ _NCCL_PREFIX = re.compile(
     r"(?P<host>[^\s:\[\]`*\\\"',]{0,%d}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
     r"(?:(?P<src>[^\[\]\n]{0,200}?) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE|CALL)\b ?" % _MAX_HOST
 )
+_LEVEL_WORDS = ("INFO", "WARN", "ABORT", "TRACE", "CALL")  # (_NCCL_PREFIX's levels)
+
+
+def _another_record(text: str, k: int) -> bool:
+    """Is the `NCCL ` at `text[k]`, or one after it, a record's `NCCL <level>`: a second
+    record on the line (another process's spliced in, or a paste that lost its newlines)?
+    NCCL's own messages may name NCCL (`NCCL version 2.21.5`; IB's line for each queue pair
+    it connects, `NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 1234 ...`, thousands in a big job's
+    log): such a line is one record, read on the prefix cache's fast path."""
+    while k >= 0:
+        if text.startswith(_LEVEL_WORDS, k + 5):
+            return True
+        k = text.find("NCCL ", k + 5)
+    return False
+
+
+def _level_end(text: str, k: int) -> int:
+    """Where the level word at `text[k:]` ends, as _NCCL_PREFIX reads one (`INFO`, ...,
+    then no letter, digit or `_`); -1 where there is none."""
+    for word in _LEVEL_WORDS:
+        if text.startswith(word, k):
+            e = k + len(word)
+            return e if e == len(text) or not (text[e].isalnum() or text[e] == "_") else -1
+    return -1
+
+
+def _env_assign_echo(text: str) -> bool:
+    """May the line echo an `NCCL_X=...`/`FI_X=...` setting (a job script's `set -x`, `env`)?
+    (_take_env_assign reads it; the prefix cache's fast path does not.)"""
+    return "=" in text and ("NCCL_" in text or "FI_" in text) \
+        and " set by environment " not in text
+
+
 # `[cudaDev] NCCL INFO msg` (host:pid:tid stripped), and any `NCCL LEVEL msg` without a prefix.
 # (also with `pid:tid` and no host: `78244:78244 [0] NCCL INFO`, pytorch#49095)
 _DEV_NCCL = re.compile(
@@ -1016,6 +1049,17 @@ def _held_warn(tail: str) -> bool | None:
     if tail.endswith(":") and _WARN_TAG_ONLY.search(tail):
         return False
     return None
+
+
+@lru_cache(maxsize=1024)
+def _source_facts(where: str) -> tuple[bool, bool, bool]:
+    """What the source a WARN's prefix names (`transport/shm.cc:123`, a plugin's function)
+    says, whichever process printed it: a transport within the node, a TCP plugin's
+    function (source_names_plugin), a file whose error ends init (_TOP_CHAIN_FILE).
+    Kept: a flood of WARNs names a few sources over and over."""
+    file = where.split(":", 1)[0]
+    return (_LOCAL_FILE.search(file) is not None, _TCPX_SOURCE.search(where) is not None,
+            _TOP_CHAIN_FILE.search(file) is not None)
 
 
 class _WarnFacts(NamedTuple):
@@ -1843,12 +1887,13 @@ class _Proc:
     def take_warn_source(self, where: str, msg: str) -> None:
         """What the source NCCL's prefix names for the WARN just taken (`file.cc:NN`, or a
         plugin's function) says about it."""
-        file = where.split(":", 1)[0]
-        if _LOCAL_FILE.search(file):
+        local, tcp_plugin, top = _source_facts(where)
+        if local:
             self.local_seq = self.lines  # shared memory or P2P failed (see failure())
-        self.source_names_plugin(where)
+        if tcp_plugin:
+            self._weak_default(Transport.SOCKET, self.lines)  # (see source_names_plugin)
         if (msg.startswith("Attribute ") and _TOPO_FATAL.match(msg)) or (
-                _INIT_FAULT.match(msg) and _TOP_CHAIN_FILE.search(file)):
+                top and _INIT_FAULT.match(msg)):
             # the topology's XML lacks what NCCL needs: init returns an internal error
             # (Azure's NHC on one VM, `graph/xml.h:85 ... busid of node nic not found`;
             # aws-ofi-nccl#476 on p5), also where the paste holds no chain after it; or
@@ -2969,19 +3014,42 @@ class LogAnalyser:
             self._piece(text, src)
             return e
         proc = _cached_proc(prefixes, text, i)
-        if proc is None or text.find("NCCL ", i + 6) >= 0 or "lib" in text or "=" in text:
+        if proc is None or (k := text.find("NCCL ", i + 6)) >= 0 and _another_record(text, k) \
+                or "lib" in text or _env_assign_echo(text):
             self._piece(text, src)
             return e
-        j = text.find(" ", i + 6)
-        self._nccl_lines += 1
+        j = self._take_cached(proc, text, i)
         if j < 0:
-            proc.take(text[i + 6:], "")
+            self._piece(text, src)
+        elif j == i + 10 and e < hi and text.startswith(("Channel", "Ring"), j + 1) \
+                and text.startswith("INFO ", i + 6):
+            return self._channel_run(data, start, e, hi, text, i, text[j + 1:], proc)
+        return e
+
+    def _take_cached(self, proc: _Proc, text: str, i: int) -> int:
+        """Give `proc` the record `text` of a prefix seen before (`text[:i]`, which the
+        prefix cache maps to it): its level and message, and, for a WARN, the source its
+        prefix names, as the full parse gives them (_piece; tests/test_nccl_log_prefix_
+        cache.py compares the two). Returns where the level ends, or -1 where no level
+        follows the prefix (a cut or spliced line: the caller parses it in full)."""
+        e = i + 10 if text.startswith("INFO ", i + 6) else _level_end(text, i + 6)
+        if e < 0:
             return e
-        msg = text[j + 1:]
-        proc.take(text[i + 6:j], msg)
-        if j == i + 10 and e < hi and msg.startswith(("Channel", "Ring")) \
-                and text[i + 6:j] == "INFO":
-            return self._channel_run(data, start, e, hi, text, i, msg, proc)
+        self._nccl_lines += 1
+        warn = e == i + 10 and text.startswith("WARN", i + 6)
+        if proc.dev_warn and not warn:
+            # its device so far was a WARN's (a helper thread's): this line's says which
+            # (as _piece reads it)
+            a = text.rfind("[", 0, i) + 1
+            b = text.find("]", a, i)
+            if 0 < a < b and text[a:b].lstrip("-").isdigit():
+                proc.dev, proc.dev_warn = int(text[a:b]), False
+        msg = text[e + 1:] if text.startswith(" ", e) else text[e:]
+        proc.take(text[i + 6:e], msg)
+        if warn:
+            b = text.rfind("] ", 0, i) + 2  # (the end of `[dev] `; a source has no `]`)
+            if 1 < b < i:
+                proc.take_warn_source(text[b:i], msg)
         return e
 
     @staticmethod
@@ -3144,14 +3212,9 @@ class LogAnalyser:
             return
         if i >= 0:
             proc = _cached_proc(prefixes, text, i)
-            if proc is not None and text.find("NCCL ", i + 6) < 0 and "lib" not in text \
-                    and "=" not in text:
-                j = text.find(" ", i + 6)
-                self._nccl_lines += 1
-                if j >= 0:
-                    proc.take(text[i + 6:j], text[j + 1:])
-                else:
-                    proc.take(text[i + 6:], "")
+            if proc is not None and not _another_record(text, text.find("NCCL ", i + 6)) \
+                    and "lib" not in text and not _env_assign_echo(text) \
+                    and self._take_cached(proc, text, i) >= 0:
                 return
         if "lib" in text:
             if _IBVERBS_NO_DRIVER in text:
@@ -3165,15 +3228,12 @@ class LogAnalyser:
                     pid = m.group("pid")
                     self._take_libfabric(int(pid) if pid else None, m.group("fields"))
                     return
-        if "=" in text and ("NCCL_" in text or "FI_" in text) and " set by environment " not in text:
+        if _env_assign_echo(text):
             self._take_env_assign(text)
-        if i >= 0 and text.find("NCCL ", i + 6) < 0:  # one prefix: maybe one seen before
+        if i >= 0 and not _another_record(text, text.find("NCCL ", i + 6)):
+            # one record: maybe of a prefix seen before
             proc = _cached_proc(prefixes, text, i)
-            if proc is not None:
-                j = text.find(" ", i + 6)
-                level = text[i + 6:j] if j >= 0 else text[i + 6:]
-                self._nccl_lines += 1
-                proc.take(level, text[j + 1:] if j >= 0 else "")
+            if proc is not None and self._take_cached(proc, text, i) >= 0:
                 return
         if text.count("NCCL ") > 1:  # possibly two writers on one line
             records = _one_process_records(text)
