@@ -9,13 +9,16 @@ Three logs, written to a temporary directory, measured side by side in one run:
    processes check-log keeps (MAX_PROCESSES). `fabrikit check-log --json` as a fresh process
    (what a user runs; its wall and CPU seconds) and the analysis in-process
    (`check_files(...).to_json()`). Target: under 1 s for 16,384; linear beyond.
-2. Six ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
+2. Seven ~200 MB NCCL_DEBUG=INFO logs: a long job (64 ranks' init, then collective calls as
    NCCL_DEBUG_SUBSYS=COLL prints them, and training lines); a training job (the same init,
    then every rank's `[rankN]: epoch ... step ... loss` lines, as torchrun prints them);
    copies of one 16-rank job's log (how big test logs are often made: its copies are
    counted, not read); a failing job (the same init, then nothing but WARNs, each rank's
    links failing: requests with their own addresses, sockets to their own peers, so that
-   most lines differ; the log a user most wants checked); and a dense one (the init of tens of thousands of ranks on 8-GPU
+   most lines differ; the log a user most wants checked); an InfiniBand job (each rank's
+   init, then NCCL >= 2.19's line for each queue pair it connects, `NET/IB: NCCL Dev 0
+   IbDev 0 ... qpn ... fifoRkey=0x...`, interleaved: until 2026-11-24 each such line took
+   the full parse, 45 us); and a dense one (the init of tens of thousands of ranks on 8-GPU
    nodes, OFI/cxi, every channel line: a third of its lines must be parsed), also with
    each line after its own clock, as kubectl --timestamps gives it (no two lines' prefixes
    are the same text: the prefix cache and channel runs look past the clock). Each is
@@ -214,6 +217,38 @@ def warn_flood_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) ->
     return init_then_rounds(path, megabytes, nodes, gpn, round_lines)
 
 
+def ib_connections_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
+    """An InfiniBand job's log (NCCL 2.21): each rank's init, then the line NCCL prints for
+    each IB queue pair it connects (`NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn ... fifoRkey=
+    0x...`; connections are made as the job first talks to each peer, so they come
+    interleaved, thousands in a big job), until the file reaches `megabytes`. Returns the
+    number of ranks."""
+    ranks = nodes * gpn
+    heads = [f"gpu{r // gpn:04d}:{40000 + r % gpn}:{40000 + r % gpn} [{r % gpn}] NCCL INFO "
+             for r in range(ranks)]
+    init = "".join(
+        f"{p}NCCL version 2.21.5+cuda12.4\n{p}NET/Plugin: Could not find: libnccl-net.so. "
+        f"Using internal network plugin.\n{p}NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB "
+        f"[RO]; OOB ib0:10.1.{r // gpn // 250}.{r // gpn % 250}<0>\n{p}Using network IB\n"
+        f"{p}comm 0x5611c0{r:06x} rank {r} nRanks {ranks} nNodes {nodes} localRanks {gpn} "
+        f"localRank {r % gpn} MNNVL 0\n{p}ncclCommInitRank comm 0x5611c0{r:06x} rank {r} "
+        f"nranks {ranks} cudaDev {r % gpn} nvmlDev {r % gpn} busId {r % gpn + 1}000 commId "
+        "0x7d2f61c1d2e7a3b5 - Init COMPLETE\n" for r, p in enumerate(heads))
+    target = megabytes << 20
+    with open(path, "w") as f:
+        f.write(init)
+        i = 0
+        while f.tell() < target:
+            f.write("".join(
+                f"{heads[(i * 7 + k * 13) % ranks]}NET/IB: NCCL Dev {k % 2} IbDev {k % 2} Port 1 "
+                f"qpn {(i * 1009 + k * 37) % 262144} mtu 5 query_ece={{supported=1, vendor_id="
+                f"0x2c9, options=0x30000002, comp_mask=0x0}} GID 3 (0/{(i * 31 + k) % 65536:x}"
+                f"FFFF0000) fifoRkey=0x{(i * 7919 + k) % 16 ** 6:x} fifoLkey=0x"
+                f"{(i * 104729 + k) % 16 ** 6:x}\n" for k in range(ranks)))
+            i += 1
+    return ranks
+
+
 def copies_log(path: Path, megabytes: int, nodes: int = 2, gpn: int = 8) -> int:
     """One `nodes` x `gpn` job's init log, copied until the file reaches `megabytes`."""
     one = job_init(nodes, gpn)
@@ -326,6 +361,7 @@ def main() -> int:
         training = work / f"training-{args.megabytes}mb.log"
         copies = work / f"copies-{args.megabytes}mb.log"
         warns = work / f"warns-{args.megabytes}mb.log"
+        ib_qps = work / f"ib-connections-{args.megabytes}mb.log"
         sizes = work / f"dense-{args.megabytes}mb.txt"  # its nodes and ranks
         clocked = work / f"dense-kubectl-{args.megabytes}mb.log"
         for small, _, hosts, name in smalls:  # (--keep: a log that is there is reused)
@@ -340,6 +376,8 @@ def main() -> int:
             clocked_log(dense, clocked, args.megabytes)
         if not warns.exists():
             warn_flood_log(warns, args.megabytes)
+        if not ib_qps.exists():
+            ib_connections_log(ib_qps, args.megabytes)
         nodes, ranks = (int(x) for x in sizes.read_text().split())
         from runner import fast_scan
         from runner.nccl_log import MAX_PROCESSES
@@ -351,6 +389,8 @@ def main() -> int:
                 (training, "training job: 16 ranks' init, then [rankN]: training lines"),
                 (copies, "copies of one 16-rank job's init log"),
                 (warns, "failing job: 64 ranks' init, then their WARNs as links fail"),
+                (ib_qps, "IB job: 64 ranks' init, then the line of each queue pair they "
+                 "connect"),
                 (dense, f"dense: the init of {ranks:,} ranks on {nodes:,} nodes"),
                 (clocked, "the dense log's lines as kubectl --timestamps gives them, each "
                  "after its own clock"))
