@@ -3032,7 +3032,7 @@ class LogAnalyser:
         prefix names, as the full parse gives them (_piece; tests/test_nccl_log_prefix_
         cache.py compares the two). Returns where the level ends, or -1 where no level
         follows the prefix (a cut or spliced line: the caller parses it in full)."""
-        e = i + 10 if text.startswith("INFO ", i + 6) else _level_end(text, i + 6)
+        e = i + 10 if text.startswith(("INFO ", "WARN "), i + 6) else _level_end(text, i + 6)
         if e < 0:
             return e
         self._nccl_lines += 1
