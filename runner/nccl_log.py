@@ -78,6 +78,7 @@ from functools import cached_property, lru_cache, wraps
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from runner import fabrics, fast_scan
+from runner.fast_regex import WRITTEN_FORMS, searched_fast
 from runner.bounded_lines import (  # the shared reader; pass MAX_LINE_CHARS
     follow_last_piece, iter_stream_lines, last_piece)
 from runner.errors import UserError
@@ -681,66 +682,7 @@ _ENV_ECHO = re.compile(r"^(?P<key>[A-Z][A-Z0-9_]*) set by environment to (?P<val
 # Environment settings echoed by job scripts (`set -x`, `env | grep`, `mpirun -x`).
 _ENV_ASSIGN = re.compile(
     r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)=(?P<q>['\"]?)(?P<value>[^\s'\"]*)(?P=q)")
-# A `\bX` (X a letter or `_`, no quantifier after it) and `X(?<=\bX)` match the same text
-_WORD_START = re.compile(r"(?<!\\)((?:\\\\)*)\\b([A-Za-z_])(?![?*+{])")
-# ... as do an alternative `[Xx]rest` and the two alternatives `Xrest|xrest`
-_CASE_START = re.compile(r"\[([A-Za-z])([A-Za-z])\]")
-
-
-def _searched_fast(pattern: str) -> re.Pattern[str]:
-    """`pattern` compiled in a form that matches the same and is searched faster.
-
-    Why: Python's regex engine skips ahead to where a search can begin by the first
-    characters of a pattern's alternatives, but only where each alternative begins with a
-    plain character: one that begins with `\\b` or a class (`[Cc]onnect`) turns it off, and
-    each position is then tried with every alternative, 2-4 times slower. The WARN patterns
-    run on every line of a WARN flood. So each `\\bX` is written `X(?<=\\bX)`, and an
-    alternative `[Xx]rest` becomes `Xrest|xrest` (tests/test_nccl_log_regex_forms.py checks
-    that each matches as its written form does, kept in _WRITTEN_FORMS)."""
-    if re.search(r"\[[^\]]*\\b", pattern):  # (a \b in a class is a backspace: not rewritten)
-        raise ValueError(f"a class holding \\b in {pattern!r}: write it \\x08")
-    alternatives = []
-    for alt in _alternatives(_WORD_START.sub(r"\1\2(?<=\\b\2)", pattern)):
-        m = _CASE_START.match(alt)
-        if m and m.group(1).lower() == m.group(2).lower() and not re.compile(alt).groups:
-            alternatives += [m.group(1) + alt[4:], m.group(2) + alt[4:]]
-        else:
-            alternatives.append(alt)
-    fast = re.compile("|".join(alternatives))
-    _WRITTEN_FORMS[fast] = pattern
-    return fast
-
-
-def _alternatives(pattern: str) -> list[str]:
-    """`pattern`'s alternatives at its top level (not those inside a group)."""
-    parts: list[str] = []
-    depth, start, i, in_class = 0, 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 1  # (the escaped character too)
-        elif in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            # (a `]` first in a class is one of its characters)
-            i += 2 if pattern.startswith("^]", i + 1) else pattern.startswith("]", i + 1)
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    parts.append(pattern[start:])
-    return parts
-
-
-_WRITTEN_FORMS: dict[re.Pattern[str], str] = {}
-
-
-_NET_NOT_FOUND = _searched_fast(r"\bnetwork (?P<name>.*?) ?not found")
+_NET_NOT_FOUND = searched_fast(r"\bnetwork (?P<name>.*?) ?not found")
 _CHAIN = re.compile(
     r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) (?:\((?P<func>[\w:~]+)\) )?"
     r"-> (?P<code>-?\d+)(?P<rest>.*)")
@@ -757,7 +699,7 @@ _CHAIN_KIND = (
 _NET_CHAIN_FILE = re.compile(
     r"(?:^|/)(?:transport|bootstrap|proxy)\.c[cu]?$|(?:^|/)transport/net(?:_ib|_socket)?"
     r"(?:\.c[cu]?|/)|(?:^|/)net_ib\.c[cu]?$|(?:^|/)net_socket\.c[cu]?$|" + _IB_PLUGIN_FILE)
-_NET_WARN = _searched_fast(
+_NET_WARN = searched_fast(
     r"NET/|\bNet\b|NET devices?\b|[Nn]etwork|ibv_|\bIB\b|[Ss]ocket|[Cc]onnect|OFI|[Ll]ibfabric|"
     r"\bfi_|RDMA|"
     r"wrong type|NET plugin|[Pp]lugin|No device|[Cc]ompletion|verbs|[Pp]roxy|[Bb]ootstrap|\bpeer\b|"
@@ -769,15 +711,15 @@ _NET_WARN = _searched_fast(
 # RECV_UNRESP, 4126: "reachable by EFA device but handshake failed"; libfabric's efa_errno.h):
 # that connection was never up, so it is no running link's error (_LINK_ERROR) but a setup
 # error (_SETUP_WARN). (4124, "connection previously established", is a running link's.)
-_NEVER_ESTABLISHED = _searched_fast(r"\bError: 4126\b|handshake failed")
+_NEVER_ESTABLISHED = searched_fast(r"\bError: 4126\b|handshake failed")
 # Errors that set a connection up (as opposed to ones on a working link, "Got completion
 # ... error 12"): with NCCL >= 2.22 connecting after Init COMPLETE, these still mean the
 # transport never carried the job.
-_SETUP_WARN = _searched_fast(
+_SETUP_WARN = searched_fast(
     r"ibv_(?:create|modify|reg|open|alloc|query)|Couldn't (?:open|create|get|find)|"
     r"[Cc]reat(?:e|ion|ing)\b.*fail|socketFinalizeAccept|wrong type|[Cc]onnect(?:ion)? refused|"
     r"Call to (?:connect|bind|listen|accept)|not found|No device|Failed to initialize|"
-    r"initialization failed|" + _WRITTEN_FORMS[_NEVER_ESTABLISHED] + "|"
+    r"initialization failed|" + WRITTEN_FORMS[_NEVER_ESTABLISHED] + "|"
     r"Unable to (?:find|create|open|init|insert)|Address family|[Cc]ould not find")
 # IB's async thread's WARN of an event, in NCCL <= 2.22's words (`Got async event : port
 # error`) and NCCL >= 2.23's for the events it calls non-fatal (`Got async error event: ...`)
@@ -787,7 +729,7 @@ _IB_ASYNC_EVENT = r"Got async (?:error )?event ?: ?"
 # also where the paste ends before the chain (nccl#733, error 12 at 3+ nodes, cut mid-word;
 # aws-ofi-nccl on cxi with every SEND `completed with error`, VNI not found, the job hung)
 _IB_FATAL_SEEN = r"encountered a fatal error \(detected in ncclIb(?:Isend|Irecv|Iflush|Test)\)"
-_LINK_ERROR = _searched_fast(
+_LINK_ERROR = searched_fast(
     # (IB's `collective mismatch error local size 32768 remote 1048576`: the peer posted a
     # receive of another size on a link in use, nccl#531's first iteration)
     r"Got compl|completed with error|[Cc]ompletion (?:queue )?error|\bcq_readerr\b|"
@@ -818,8 +760,8 @@ _LINK_ERROR = _searched_fast(
     # encountered a fatal error (detected in ncclIbIrecv)`, then the chain up to the
     # progress thread; nccl-tests#360's alltoall after its all-reduce had run)
     _IB_FATAL_SEEN)
-_WARN_OFI = _searched_fast(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
-_WARN_IB = _searched_fast(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE|\(detected in ncclIb")
+_WARN_OFI = searched_fast(r"NET/OFI|[Ll]ibfabric|\bfi_|\bOFI\b|\befa\b|\bcxi\b")
+_WARN_IB = searched_fast(r"ibv_|NET/(?:IB|gIB|SPCX)|mlx\d|\bIB\b|verbs|RoCE|\(detected in ncclIb")
 # Plugins that print NCCL's own IB lines under their name (`NET/gIB : Using [0]mlx5_0:1/RoCE`,
 # Google's A3 Ultra / A4; NVIDIA's Spectrum-X `NET/SPCX`): read as NET/IB's
 _IB_ALIASES = ("NET/gIB", "NET/SPCX")
@@ -833,11 +775,11 @@ _IB_ALIAS_NAME = re.compile(r"^(?:%s)\w*" % "|".join(_IB_ALIASES))  # (and any s
 # ... as do the TCP plugins' own WARNs (Google's `NET/FasTrak ...: INVALID_ARGUMENT: Buffer
 # registration request ...`, A3 Mega's TCPXO; `NET/GPUDirectTCPX : gpu_tx_reg_mr failed -5`)
 _WARN_SOCKET = re.compile(r"NET/(?:(?:Fast)?Socket|GPUDirectTCPXO?|TCPXO?|FasTrak)\b")
-_SOCKET_WORD = _searched_fast(r"[Ss]ocket")
+_SOCKET_WORD = searched_fast(r"[Ss]ocket")
 # The provider an aws-ofi-nccl error names in its own words: `Unresponsive receiver
 # (reachable by EFA device but handshake failed) My EFA addr: fi_addr_efa://[fe80::..]`
 # (group `a` names the provider; the other alternative is EFA's own words)
-_OFI_WARN_PROVIDER = _searched_fast(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\bEFA (?:device|addr)\b")
+_OFI_WARN_PROVIDER = searched_fast(r"\bfi_addr_(?P<a>efa|psmx[23]|opx)://|\bEFA (?:device|addr)\b")
 # WARNs of a probe that goes on (not a failure, and about no transport that was tried):
 # aws-ofi-nccl's NVLS version check (`Could not find ncclGetVersion symbol`, a TRACE in later
 # releases, which then return 0), and NCCL's look for rdma-core (`Failed to open
@@ -928,12 +870,12 @@ _TOPO_FATAL = re.compile(r"Attribute \S+ of node \S+ not found")
 # `Missing "iommu=pt" from kernel command line`)
 _INIT_FAULT = re.compile(r"(?:Cuda|CUDA|HIP|Hip|hip) (?:failure|error)\b")
 # The proxy thread's report of a failure it passed on, over its own local sockets
-_PROXY_ECHO = _searched_fast(
+_PROXY_ECHO = searched_fast(
     r"\[Proxy Service|\[Service thread\] Error encountered|polling for opId|[Pp]roxy [Cc]all")
 # ... and, after a fault within the node, the proxy's sockets to the node's ranks closing
 # (and a rank's own proxy client, to the proxy of the rank whose setup failed)
-_LOCAL_ECHO = _searched_fast(
-    _WRITTEN_FORMS[_PROXY_ECHO] + r"|socketProgress|closed by remote peer|ncclProxyClient|"
+_LOCAL_ECHO = searched_fast(
+    WRITTEN_FORMS[_PROXY_ECHO] + r"|socketProgress|closed by remote peer|ncclProxyClient|"
     r"\[Service thread\]")
 # The transports within a node (a WARN's source, a chain's link), and transport.cc, which
 # passes any transport's error on

@@ -1,4 +1,4 @@
-"""check-log's WARN patterns are compiled in a faster form (runner.nccl_log._searched_fast):
+"""check-log's WARN patterns are compiled in a faster form (runner.fast_regex.searched_fast):
 it must match exactly where, and what, the pattern as written matches.
 
 The forms differ only in how a search can skip ahead, so any difference would be a wrong
@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import nccl_logs as L  # noqa: E402
 
 from runner import nccl_log  # noqa: E402
-from runner.nccl_log import _alternatives, _searched_fast, _warn_facts  # noqa: E402
+from runner.fast_regex import WRITTEN_FORMS, alternatives, searched_fast  # noqa: E402
+from runner.nccl_log import _warn_facts  # noqa: E402
 
 # Characters that sit beside words in NCCL's messages (and test \b both ways)
 _GLUE = [" ", " ", "_", "x", "0", "7", ":", "/", "(", ")", "[", "]", "<", ">", ".", ",", "-",
@@ -78,14 +79,14 @@ def _corpus_lines() -> tuple[str, ...]:
     return tuple(lines)
 
 
-FORMS = sorted(nccl_log._WRITTEN_FORMS.items(), key=lambda kv: kv[1])
+FORMS = sorted(WRITTEN_FORMS.items(), key=lambda kv: kv[1])
 
 
 def test_the_warn_patterns_are_all_kept_in_their_written_form():
     # the patterns that every WARN line of a flood meets
     for name in ("_NET_WARN", "_SETUP_WARN", "_LINK_ERROR", "_WARN_OFI", "_WARN_IB",
                  "_PROXY_ECHO", "_NEVER_ESTABLISHED", "_SOCKET_WORD", "_NET_NOT_FOUND"):
-        assert getattr(nccl_log, name) in nccl_log._WRITTEN_FORMS, name
+        assert getattr(nccl_log, name) in WRITTEN_FORMS, name
     # ... and the rewriting changed them (else they were not made faster)
     assert all(fast.pattern != written for fast, written in FORMS if "\\b" in written)
 
@@ -116,7 +117,7 @@ def test_fast_form_matches_as_written_on_the_test_logs(fast: re.Pattern[str], wr
     assert hits
 
 
-@pytest.mark.parametrize("pattern,alternatives", [
+@pytest.mark.parametrize("pattern,expected", [
     (r"a|b", ["a", "b"]),
     (r"a\|b|c", [r"a\|b", "c"]),  # an escaped bar
     (r"[|]x|y", ["[|]x", "y"]),  # a bar in a class
@@ -126,8 +127,8 @@ def test_fast_form_matches_as_written_on_the_test_logs(fast: re.Pattern[str], wr
     (r"\\|x", ["\\\\", "x"]),  # an escaped backslash, then a bar
     (r"[\]|]x|y", [r"[\]|]x", "y"]),  # an escaped ] inside a class
 ])
-def test_alternatives_are_split_only_at_the_top_level(pattern: str, alternatives: list[str]):
-    assert _alternatives(pattern) == alternatives
+def test_alternatives_are_split_only_at_the_top_level(pattern: str, expected: list[str]):
+    assert alternatives(pattern) == expected
 
 
 @pytest.mark.parametrize("written", [
@@ -138,7 +139,7 @@ def test_alternatives_are_split_only_at_the_top_level(pattern: str, alternatives
     r"^[Nn]et|[Xx]",
 ])
 def test_tricky_patterns_keep_their_matches(written: str):
-    fast = _searched_fast(written)
+    fast = searched_fast(written)
     slow = re.compile(written)
     for text in _samples(written, 3000, 7) + ["cat", "Dog", "x fi_x", "\\bfoo", "Cat12", "ab"]:
         assert _matches(fast, text) == _matches(slow, text), (written, text)
@@ -146,7 +147,7 @@ def test_tricky_patterns_keep_their_matches(written: str):
 
 def test_a_class_holding_a_backspace_is_refused():
     with pytest.raises(ValueError, match="backspace|class"):
-        _searched_fast(r"[\bA]x|y")
+        searched_fast(r"[\bA]x|y")
 
 
 def test_a_warn_message_has_the_same_facts_memoised_or_not():
