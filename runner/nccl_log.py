@@ -1041,6 +1041,7 @@ def _warn_facts(msg: str) -> _WarnFacts:
         ofi = msg.startswith("NET/OFI")
         p = _OFI_WARN_PROVIDER.search(msg) if ofi else None
         net = _NET_WARN.search(msg) is not None
+        kind = _warn_kind(msg) if net else None
         f = _WarnFacts(
             in_node=in_node,
             not_found=(m.group("name").strip() or "(unnamed)") if m else None,
@@ -1048,10 +1049,11 @@ def _warn_facts(msg: str) -> _WarnFacts:
             ofi_provider=(p.group("a") or "efa") if p else None,
             net=net,
             proxy_echo=net and _PROXY_ECHO.search(msg) is not None,
-            kind=_warn_kind(msg) if net else None,
+            kind=kind,
             link=net and _LINK_ERROR.search(msg) is not None
             and _NEVER_ESTABLISHED.search(msg) is None,
-            socket_word=net and _SOCKET_WORD.search(msg) is not None,
+            # (read only where the message names no transport: see _take_warn)
+            socket_word=net and kind is None and _SOCKET_WORD.search(msg) is not None,
             setup=net and _SETUP_WARN.search(msg) is not None)
     if len(msg) <= _WARN_FACTS_MEMO_CHARS:
         if len(_WARN_FACTS_MEMO) >= _WARN_FACTS_MEMO_SIZE:
@@ -1996,7 +1998,8 @@ class _Proc:
             if g.group("dev") and _CXI_NIC.match(g.group("dev")):
                 self._push("named_providers", "cxi", 4)
         elif msg.startswith("NET/OFI"):
-            m = _PROVIDER.match(msg)
+            # (every line it matches says `rovider is`: most NET/OFI lines are not tried)
+            m = _PROVIDER.match(msg) if "rovider is" in msg else None
             if m and (m.group("end") is None
                       or _ofi_base_provider(m.group("prov")) in _OFI_PROVIDERS):
                 self.provider = m.group("prov")

@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import nccl_logs as L  # noqa: E402
 
 from runner import nccl_log  # noqa: E402
-from runner.fast_regex import WRITTEN_FORMS, alternatives, searched_fast  # noqa: E402
+from runner.fast_regex import (  # noqa: E402
+    WRITTEN_FORMS, GatedPattern, alternatives, searched_fast)
 from runner.nccl_log import _warn_facts  # noqa: E402
 
 # Characters that sit beside words in NCCL's messages (and test \b both ways)
@@ -143,6 +144,23 @@ def test_tricky_patterns_keep_their_matches(written: str):
     slow = re.compile(written)
     for text in _samples(written, 3000, 7) + ["cat", "Dog", "x fi_x", "\\bfoo", "Cat12", "ab"]:
         assert _matches(fast, text) == _matches(slow, text), (written, text)
+
+
+def test_patterns_whose_alternatives_each_begin_with_a_word_are_gated_by_those_words():
+    # (the test above compares what a gated pattern finds with what the pattern as written
+    # finds: a gate that hid a match would fail it)
+    assert isinstance(nccl_log._WARN_OFI, GatedPattern)
+    assert set(nccl_log._WARN_OFI.words) == {"NET/OFI", "Libfabric", "libfabric", "fi_", "OFI",
+                                             "efa", "cxi"}
+    assert nccl_log._SOCKET_WORD.words == ("Socket", "socket")
+    assert nccl_log._NEVER_ESTABLISHED.search("x Error: 4126 y")
+    assert nccl_log._NEVER_ESTABLISHED.search("x Error: 4125 y") is None
+    # not gated: an alternative that begins with no word, a case-blind pattern, too many
+    assert not isinstance(nccl_log._NET_WARN, GatedPattern)
+    assert not isinstance(searched_fast(r"(?i)abc|def"), GatedPattern)
+    assert not isinstance(searched_fast("|".join(f"w{i}x" for i in range(20))), GatedPattern)
+    # a lookbehind or \b inside an alternative's leading run does not cut its word
+    assert searched_fast(r"\bfi_x|\bcq").words == ("fi_x", "cq")
 
 
 def test_a_class_holding_a_backspace_is_refused():
