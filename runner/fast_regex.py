@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 try:  # (CPython's own regex parser; where it cannot be had, patterns are not gated)
     from re import _constants as _sre_constants, _parser as _sre_parser
@@ -36,7 +35,7 @@ _CASE_START = re.compile(r"\[([A-Za-z])([A-Za-z])\]")
 MAX_GATE_WORDS = 8
 
 # Each compiled fast form -> the pattern as written
-WRITTEN_FORMS: dict[Any, str] = {}
+WRITTEN_FORMS: dict[re.Pattern[str] | GatedPattern, str] = {}
 
 
 class GatedPattern:
@@ -73,7 +72,7 @@ class GatedPattern:
         return f"GatedPattern({self.rx!r}, {self.words!r})"
 
 
-def searched_fast(pattern: str) -> Any:
+def searched_fast(pattern: str) -> re.Pattern[str] | GatedPattern:
     """`pattern` compiled in a form that matches the same and is searched faster (see the
     module's docstring). A `\\b` inside a class (a backspace) is refused: the rewrite would
     break it."""
@@ -90,7 +89,7 @@ def searched_fast(pattern: str) -> Any:
             parts.append(alt)
     rx = re.compile("|".join(parts))
     words = _gate_words(parts)
-    fast: Any = GatedPattern(rx, words) if words else rx
+    fast = GatedPattern(rx, words) if words else rx
     WRITTEN_FORMS[fast] = pattern
     return fast
 

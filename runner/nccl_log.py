@@ -421,6 +421,15 @@ def _level_end(text: str, k: int) -> int:
     return -1
 
 
+def _plain_record(text: str, i: int) -> bool:
+    """May the prefix cache's fast path take this line, whose ` NCCL ` is at `i`: one
+    record (_another_record), no libfabric or libibverbs line (`lib`), no echo of a setting
+    (_env_assign_echo)? Those the full parse (_piece) reads."""
+    k = text.find("NCCL ", i + 6)
+    return (k < 0 or not _another_record(text, k)) and "lib" not in text \
+        and not _env_assign_echo(text)
+
+
 def _env_assign_echo(text: str) -> bool:
     """May the line echo an `NCCL_X=...`/`FI_X=...` setting (a job script's `set -x`, `env`)?
     (_take_env_assign reads it; the prefix cache's fast path does not.)"""
@@ -1831,11 +1840,10 @@ class _Proc:
     def take_warn_source(self, where: str, msg: str) -> None:
         """What the source NCCL's prefix names for the WARN just taken (`file.cc:NN`, or a
         plugin's function) says about it."""
-        local, tcp_plugin, top = _source_facts(where)
+        local, _, top = _source_facts(where)
         if local:
             self.local_seq = self.lines  # shared memory or P2P failed (see failure())
-        if tcp_plugin:
-            self._weak_default(Transport.SOCKET, self.lines)  # (see source_names_plugin)
+        self.source_names_plugin(where)
         if (msg.startswith("Attribute ") and _TOPO_FATAL.match(msg)) or (
                 top and _INIT_FAULT.match(msg)):
             # the topology's XML lacks what NCCL needs: init returns an internal error
@@ -1850,7 +1858,7 @@ class _Proc:
         """A WARN whose source is a TCP plugin's function (`tcpxResult_t tcpxCommProgress(
         tcpxComm*):1231 NCCL WARN ... rx ctrl timeout`, GPUDirect-TCPX, nccl#1652): that
         plugin carries the job, where no line says which network was chosen."""
-        if _TCPX_SOURCE.search(where):
+        if _source_facts(where)[1]:
             self._weak_default(Transport.SOCKET, self.lines)
 
     def _strong(self, name: str, seq: int) -> None:
@@ -2959,8 +2967,7 @@ class LogAnalyser:
             self._piece(text, src)
             return e
         proc = _cached_proc(prefixes, text, i)
-        if proc is None or (k := text.find("NCCL ", i + 6)) >= 0 and _another_record(text, k) \
-                or "lib" in text or _env_assign_echo(text):
+        if proc is None or not _plain_record(text, i):
             self._piece(text, src)
             return e
         j = self._take_cached(proc, text, i)
@@ -2981,7 +2988,8 @@ class LogAnalyser:
         if e < 0:
             return e
         self._nccl_lines += 1
-        warn = e == i + 10 and text.startswith("WARN", i + 6)
+        level = text[i + 6:e]
+        warn = level == "WARN"
         if proc.dev_warn and not warn:
             # its device so far was a WARN's (a helper thread's): this line's says which
             # (as _piece reads it)
@@ -2990,7 +2998,7 @@ class LogAnalyser:
             if 0 < a < b and text[a:b].lstrip("-").isdigit():
                 proc.dev, proc.dev_warn = int(text[a:b]), False
         msg = text[e + 1:] if text.startswith(" ", e) else text[e:]
-        proc.take(text[i + 6:e], msg)
+        proc.take(level, msg)
         if warn:
             b = text.rfind("] ", 0, i) + 2  # (the end of `[dev] `; a source has no `]`)
             if 1 < b < i:
@@ -3157,8 +3165,7 @@ class LogAnalyser:
             return
         if i >= 0:
             proc = _cached_proc(prefixes, text, i)
-            if proc is not None and not _another_record(text, text.find("NCCL ", i + 6)) \
-                    and "lib" not in text and not _env_assign_echo(text) \
+            if proc is not None and _plain_record(text, i) \
                     and self._take_cached(proc, text, i) >= 0:
                 return
         if "lib" in text:
