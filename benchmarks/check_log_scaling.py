@@ -1,6 +1,6 @@
 """How `fabrikit check-log` scales with the number of hosts and with log size.
 
-Three logs, written to a temporary directory, measured side by side in one run:
+Three measurements, of logs written to a temporary directory, side by side in one run:
 
 1. 16,384 hosts x 1 process (one line each, all with the same pid, as containers give),
    named as Cray pads them (`nid000042`, one length) and as most clusters do (`gpu42`: names
@@ -156,18 +156,17 @@ def job_init(nodes: int, gpn: int) -> str:
     return "".join(rank_block(n, local, nodes, gpn) for n in range(nodes) for local in range(gpn))
 
 
-def init_then_rounds(path: Path, megabytes: int, nodes: int, gpn: int,
-                     round_lines: Callable[[int], Iterable[str]]) -> int:
-    """Write the init of `nodes` x `gpn` ranks, then `round_lines(i)` for i = 0, 1, ...
-    until the file reaches `megabytes`. Returns the number of ranks."""
+def init_then_rounds(path: Path, megabytes: int, init: str,
+                     round_lines: Callable[[int], Iterable[str]]) -> None:
+    """Write a job's `init` lines, then `round_lines(i)` for i = 0, 1, ... until the file
+    reaches `megabytes`."""
     target = megabytes << 20
     with open(path, "w") as f:
-        f.write(job_init(nodes, gpn))
+        f.write(init)
         i = 0
         while f.tell() < target:
             f.write("".join(line + "\n" for line in round_lines(i)))
             i += 1
-    return nodes * gpn
 
 
 def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
@@ -184,16 +183,18 @@ def long_job_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> i
         yield (f"[rank0]: step {step} loss {2.5 - step / 1e5:.5f} lr 0.0010 images/s "
                f"{5100 + step % 7}")
 
-    return init_then_rounds(path, megabytes, nodes, gpn, step_lines)
+    init_then_rounds(path, megabytes, job_init(nodes, gpn), step_lines)
+    return nodes * gpn
 
 
 def training_log(path: Path, megabytes: int, nodes: int = 4, gpn: int = 4) -> int:
     """A training job's log: the init of `nodes` x `gpn` ranks, then each rank's training
     lines (`[rankN]: ...`, torchrun's prefix) until the file reaches `megabytes`."""
-    return init_then_rounds(path, megabytes, nodes, gpn, lambda step: (
+    init_then_rounds(path, megabytes, job_init(nodes, gpn), lambda step: (
         f"[rank{r}]: epoch {step // 500} step {step} loss {2.5 - step / 1e5:.5f} "
         f"lr 0.00100 grad_norm {0.9 + r / 100:.3f} images/s {5100 + (step + r) % 7}"
         for r in range(nodes * gpn)))
+    return nodes * gpn
 
 
 def warn_flood_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
@@ -214,7 +215,8 @@ def warn_flood_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) ->
                 yield (f"{head} misc/socket.cc:{500 + local} NCCL WARN socketProgress: "
                        f"Connection closed by remote peer nid{peer:06d}-hsn0<{50000 + local}>")
 
-    return init_then_rounds(path, megabytes, nodes, gpn, round_lines)
+    init_then_rounds(path, megabytes, job_init(nodes, gpn), round_lines)
+    return nodes * gpn
 
 
 def ib_connections_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4) -> int:
@@ -234,18 +236,12 @@ def ib_connections_log(path: Path, megabytes: int, nodes: int = 16, gpn: int = 4
         f"localRank {r % gpn} MNNVL 0\n{p}ncclCommInitRank comm 0x5611c0{r:06x} rank {r} "
         f"nranks {ranks} cudaDev {r % gpn} nvmlDev {r % gpn} busId {r % gpn + 1}000 commId "
         "0x7d2f61c1d2e7a3b5 - Init COMPLETE\n" for r, p in enumerate(heads))
-    target = megabytes << 20
-    with open(path, "w") as f:
-        f.write(init)
-        i = 0
-        while f.tell() < target:
-            f.write("".join(
-                f"{heads[(i * 7 + k * 13) % ranks]}NET/IB: NCCL Dev {k % 2} IbDev {k % 2} Port 1 "
-                f"qpn {(i * 1009 + k * 37) % 262144} mtu 5 query_ece={{supported=1, vendor_id="
-                f"0x2c9, options=0x30000002, comp_mask=0x0}} GID 3 (0/{(i * 31 + k) % 65536:x}"
-                f"FFFF0000) fifoRkey=0x{(i * 7919 + k) % 16 ** 6:x} fifoLkey=0x"
-                f"{(i * 104729 + k) % 16 ** 6:x}\n" for k in range(ranks)))
-            i += 1
+    init_then_rounds(path, megabytes, init, lambda i: (
+        f"{heads[(i * 7 + k * 13) % ranks]}NET/IB: NCCL Dev {k % 2} IbDev {k % 2} Port 1 "
+        f"qpn {(i * 1009 + k * 37) % 262144} mtu 5 query_ece={{supported=1, vendor_id="
+        f"0x2c9, options=0x30000002, comp_mask=0x0}} GID 3 (0/{(i * 31 + k) % 65536:x}"
+        f"FFFF0000) fifoRkey=0x{(i * 7919 + k) % 16 ** 6:x} fifoLkey=0x"
+        f"{(i * 104729 + k) % 16 ** 6:x}" for k in range(ranks)))
     return ranks
 
 
