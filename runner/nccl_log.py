@@ -3655,22 +3655,35 @@ def _merge_cut_hosts(procs: list[_Proc]) -> list[_Proc]:
     folded: dict[int, _Proc] = {}
     gone: set[int] = set()
     for group in by_pid.values():
-        if len(group) < 2 or len({len(p.host) for p in group}) < 2:
+        lengths = sorted({len(p.host) for p in group})
+        if len(group) < 2 or len(lengths) < 2:
             continue  # a suffix is shorter: hosts of one length are never related
         group.sort(key=lambda p: (-p.lines, p.host))
         order = {id(p): i for i, p in enumerate(group)}
         by_host = {p.host: p for p in group}
-        ends: dict[str, list[_Proc]] = {}
+        # related[h]: the processes whose host is a proper suffix of h, then those of which
+        # h is one (a suffix that is no host of this pid relates nothing: not indexed)
+        related: dict[str, list[_Proc]] = {}
+        sizes = [n for n in lengths if n]  # (a suffix is never empty)
         for p in group:
-            for s in _suffixes(p.host):
-                ends.setdefault(s, []).append(p)
+            h = p.host
+            for n in sizes:  # (only a suffix as long as some host can be one)
+                if n >= len(h):
+                    break
+                s = h[-n:]
+                if s in by_host:
+                    related.setdefault(h, []).append(by_host[s])
+                    related.setdefault(s, []).append(p)
         named = [g for g in group if g.host]  # (once per pid: per process, it was quadratic)
+        whole_cut = len(named) == 1 and "" in by_host
         for small in group:
-            cands = [by_host[s] for s in _suffixes(small.host) if s in by_host]
-            cands += ends.get(small.host, ())
+            cands = related.get(small.host)
+            if cands is None and small.host and not whole_cut:
+                continue  # (most processes: nothing related)
+            cands = list(cands or ())
             if not small.host:  # the whole host cut (`:40068:40068 [0] ...`): the one
                 cands += named if len(named) == 1 else ()  # process of that pid that has one
-            elif len(named) == 1 and "" in by_host:
+            elif whole_cut:
                 # ... and the other way round, where the cut lines are most of them (a host
                 # redacted as `NAME ` with a blank, then once as `NAME`: nccl-tests#217)
                 cands.append(by_host[""])
