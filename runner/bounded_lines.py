@@ -58,10 +58,15 @@ def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_BYTES) -> Itera
         if len(chunk) < max_len or chunk.endswith(b"\n"):
             continue
         tail = follow_last_piece(None, chunk[-1:], max_len)  # (a CR ending the part kept)
+        held_cr = False  # a read ended in a CR: a CRLF's, if the next read is its LF
         while True:  # the remainder of this line
             more = stream.readline(max_len)
             end = len(more) - (2 if more.endswith(b"\r\n") else 1 if more.endswith(b"\n") else 0)
-            tail = follow_last_piece(tail, more[:end], max_len)
+            part = more[:end]
+            if held_cr and more != b"\n":  # (b"\n": the CRLF ends the line, no piece after it)
+                part = b"\r" + part
+            held_cr = more.endswith(b"\r")
+            tail = follow_last_piece(tail, part[:-1] if held_cr else part, max_len)
             if not more or more.endswith(b"\n"):
                 break
         if tail:

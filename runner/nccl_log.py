@@ -2769,6 +2769,7 @@ class LogAnalyser:
         carry = b""  # the start of a line that the next block ends
         skipping = False  # inside an over-long line: drop bytes up to the next newline
         tail: bytes | None = None  # ... but for its piece after its last CR, so far
+        held_cr = False  # ... and the CR that ended a block: a CRLF's, if an LF begins the next
         binary_run = 0
         pending = b""  # a block read ahead that was not plain text
         scan_blocks = SCAN_BLOCKS
@@ -2817,7 +2818,11 @@ class LogAnalyser:
             if skipping:
                 lo = block.find(b"\n") + 1
                 end = (lo - 1 if lo else len(block)) - (block[lo - 2:lo] == b"\r\n")
-                tail = follow_last_piece(tail, block[:end], limit)  # (no CRLF's CR)
+                part = block[:end]  # (no CRLF's CR)
+                if held_cr and lo != 1:  # (an LF first: the CRLF ends the line)
+                    part = b"\r" + part
+                held_cr = not lo and part.endswith(b"\r")
+                tail = follow_last_piece(tail, part[:-1] if held_cr else part, limit)
                 if lo == 0:
                     continue
                 skipping = False
@@ -2847,8 +2852,12 @@ class LogAnalyser:
                 self.repeated_bytes - repeated > len(raw) // 2) else SCAN_BLOCKS
             if len(carry) > limit:
                 self._text_block(carry[:limit], src, stats)  # one line, cut
-                tail = follow_last_piece(None, carry[limit - 1:], limit)  # (see bounded_lines)
+                held_cr = carry.endswith(b"\r")  # (at the block's end: see above)
+                tail = follow_last_piece(None, carry[limit - 1:len(carry) - held_cr],
+                                         limit)  # (see bounded_lines)
                 carry, skipping = b"", True
+        if held_cr:  # the stream ended in it: a CR, no CRLF
+            tail = follow_last_piece(tail, b"\r", limit)
         if carry:
             self._text_block(carry, src, stats)
         elif skipping and tail:

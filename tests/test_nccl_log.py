@@ -644,6 +644,21 @@ def test_iter_stream_lines_keeps_the_last_piece_of_a_progress_bar_line(eol):
     assert list(iter_stream_lines(io.BytesIO(data), max_len=64)) == [data[:64]]
 
 
+def test_iter_stream_lines_keeps_the_last_piece_when_a_read_splits_its_crlf():
+    # readline(max_len) ends a read at max_len bytes: where that falls between the CR and
+    # the LF of the line's CRLF, the CR must not count as a redraw that empties the piece
+    line = b"node1:7:7 [0] NCCL WARN NET/IB : Got completion"
+    for shift in range(-2, 3):
+        bar = b"".join(b"\r 12%%|#   | %d/9000 [00:01<00:09]" % i for i in range(300))
+        pad = (-(len(bar) + 1 + len(line) + 1) % 64) + shift  # CR ends a read at shift 0
+        data = b"x" * pad + bar + b"\r" + line + b"\r\nnext\r\n"
+        out = list(iter_stream_lines(io.BytesIO(data), max_len=64))
+        assert out == [data[:64], line + b"\n", b"next\r\n"], shift
+    # a line that ends in a bare CR at the end of the stream leaves nothing after it
+    data = b"y" * 100 + b"\r" + line + b"\r"
+    assert list(iter_stream_lines(io.BytesIO(data), max_len=64)) == [data[:64]]
+
+
 def test_streaming_analyser_matches_analyse_and_result_is_repeatable():
     lines = L.interleave(L.job(L.ib_rank), 3)
     a = LogAnalyser(expected_fabric="infiniband")

@@ -3418,6 +3418,28 @@ def test_over_long_line_is_cut_and_reading_goes_on():
     assert v.transport is Transport.IB and len(v.ranks) == 8 and not stats.binary
 
 
+@pytest.mark.parametrize("shift", range(-2, 3))
+def test_the_line_after_a_progress_bar_is_read_when_a_block_splits_its_crlf(shift):
+    # An over-long line (a progress bar) is skipped but for its piece after its last CR;
+    # where a block ends between that piece's CR and LF (shift 0), the CR is a CRLF's, not a
+    # redraw after the piece: the line (the job's only NCCL version line) must still be read.
+    # (tqdm draws its bar in U+2588 blocks: each block of such text is read alone, so blocks
+    # end every 64 KiB.)
+    block = 1 << 16
+    rank = [x for x in L.interleave(job(L.ib_rank, nodes=2, gpn=1), 0)]
+    k = next(i for i, x in enumerate(rank) if "NCCL version" in x)
+    bar = _progress_bar(3000).replace("#", "\u2588").encode()
+    head = L.to_bytes(rank[:k], crlf=True)
+    pad = -(len(head) + len(bar) + 1 + len(rank[k]) + 1) % block + shift
+    body = (head + b"x" * pad + bar + b"\r" + rank[k].encode() + b"\r\n"
+            + L.to_bytes(rank[k + 1:], crlf=True))
+    a = LogAnalyser()
+    a.feed_stream(io.BytesIO(body), block_bytes=block)
+    want = analyse([x + "\r\n" for x in rank]).to_dict()
+    got = a.result().to_dict()
+    assert (got["ranks"], got["nccl_version"]) == (want["ranks"], "2.21.5")
+
+
 def test_binary_stream_stops_with_a_warning_after_text():
     text = L.to_bytes(L.interleave(job(L.ib_rank), 0))
     a = LogAnalyser()
