@@ -34,16 +34,42 @@ def last_piece(line: AnyStr, cut: int) -> AnyStr:
     return line[cr + 1:end][:cut] if cr >= 0 else line[:0]
 
 
-def follow_last_piece(tail: bytes | None, more: bytes, max_len: int) -> bytes | None:
-    """The same piece for a line read in parts past its cut: `tail` is the piece so far
-    (None: no CR seen yet), `more` the line's next bytes (its newline or CRLF taken off).
-    A CR in `more` starts the piece afresh; else it grows, up to `max_len`."""
-    cr = more.rfind(b"\r")
-    if cr >= 0:
-        return more[cr + 1:][:max_len]
-    if tail is not None and len(tail) < max_len:
-        return (tail + more)[:max_len]
-    return tail
+class PieceAfterCR:
+    """The piece after the last CR of an over-long line, from the parts of it read past its
+    cut (what `last_piece` gives for a whole line): each of the two readers that skip such
+    a line (iter_stream_lines, LogAnalyser.feed_stream) feeds it what it reads. A CR that
+    ends a part may be the CR of the line's CRLF, whose LF the next read brings: it is held
+    until the next part, or the line's end, says which."""
+
+    __slots__ = ("max_len", "piece", "held_cr")
+
+    def __init__(self, kept: bytes, max_len: int) -> None:
+        """`kept`: the part of the line kept (its last byte may be a CR that starts it)."""
+        self.max_len = max_len
+        self.piece: bytes | None = None  # (None: no CR seen yet)
+        self.held_cr = False
+        self.add(kept[-1:])
+
+    def add(self, part: bytes) -> None:
+        """The line's next bytes (not its LF). A CR starts the piece afresh; else it grows,
+        up to `max_len`."""
+        if self.held_cr:
+            part = b"\r" + part
+        self.held_cr = part.endswith(b"\r")
+        if self.held_cr:
+            part = part[:-1]
+        cr = part.rfind(b"\r")
+        if cr >= 0:
+            self.piece = part[cr + 1:][:self.max_len]
+        elif self.piece is not None and len(self.piece) < self.max_len:
+            self.piece = (self.piece + part)[:self.max_len]
+
+    def end(self, newline: bool) -> bytes | None:
+        """The piece, once the line ended: at its LF (a CR held was its CRLF's), or at the
+        end of the stream (a CR held ends it, with nothing after it)."""
+        if self.held_cr and not newline:
+            self.piece, self.held_cr = b"", False
+        return self.piece
 
 
 def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_BYTES) -> Iterator[bytes]:
@@ -57,20 +83,16 @@ def iter_stream_lines(stream: IO[bytes], max_len: int = MAX_LINE_BYTES) -> Itera
         yield chunk
         if len(chunk) < max_len or chunk.endswith(b"\n"):
             continue
-        tail = follow_last_piece(None, chunk[-1:], max_len)  # (a CR ending the part kept)
-        held_cr = False  # a read ended in a CR: a CRLF's, if the next read is its LF
+        rest = PieceAfterCR(chunk, max_len)
         while True:  # the remainder of this line
             more = stream.readline(max_len)
-            end = len(more) - (2 if more.endswith(b"\r\n") else 1 if more.endswith(b"\n") else 0)
-            part = more[:end]
-            if held_cr and more != b"\n":  # (b"\n": the CRLF ends the line, no piece after it)
-                part = b"\r" + part
-            held_cr = more.endswith(b"\r")
-            tail = follow_last_piece(tail, part[:-1] if held_cr else part, max_len)
-            if not more or more.endswith(b"\n"):
+            newline = more.endswith(b"\n")
+            rest.add(more[:-1] if newline else more)
+            if not more or newline:
                 break
-        if tail:
-            yield tail + b"\n"
+        piece = rest.end(newline)
+        if piece:
+            yield piece + b"\n"
 
 
 def read_text_lines(path: Path, max_len: int = MAX_LINE_BYTES) -> Iterator[str]:

@@ -80,7 +80,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, S
 from runner import fabrics, fast_scan
 from runner.fast_regex import WRITTEN_FORMS, searched_fast
 from runner.bounded_lines import (  # the shared reader; pass MAX_LINE_CHARS
-    follow_last_piece, iter_stream_lines, last_piece)
+    PieceAfterCR, iter_stream_lines, last_piece)
 from runner.errors import UserError
 
 __all__ = [
@@ -2767,9 +2767,9 @@ class LogAnalyser:
         stats = StreamStats()
         limit = MAX_LINE_CHARS * 4  # bytes of one line kept (UTF-8: up to 4 per character)
         carry = b""  # the start of a line that the next block ends
-        skipping = False  # inside an over-long line: drop bytes up to the next newline
-        tail: bytes | None = None  # ... but for its piece after its last CR, so far
-        held_cr = False  # ... and the CR that ended a block: a CRLF's, if an LF begins the next
+        # inside an over-long line: its bytes are dropped up to the next newline, but for its
+        # piece after its last CR
+        rest: PieceAfterCR | None = None
         binary_run = 0
         pending = b""  # a block read ahead that was not plain text
         scan_blocks = SCAN_BLOCKS
@@ -2815,20 +2815,14 @@ class LogAnalyser:
             else:
                 binary_run = 0
             lo = 0  # where this block's unread text starts
-            if skipping:
+            if rest is not None:
                 lo = block.find(b"\n") + 1
-                end = (lo - 1 if lo else len(block)) - (block[lo - 2:lo] == b"\r\n")
-                part = block[:end]  # (no CRLF's CR)
-                if held_cr and lo != 1:  # (an LF first: the CRLF ends the line)
-                    part = b"\r" + part
-                held_cr = not lo and part.endswith(b"\r")
-                tail = follow_last_piece(tail, part[:-1] if held_cr else part, limit)
+                rest.add(block[:lo - 1] if lo else block)
                 if lo == 0:
                     continue
-                skipping = False
-                if tail:  # what the job printed after a progress bar's last redraw
-                    self._text_block(tail + b"\n", src, stats)
-                tail = None
+                piece, rest = rest.end(newline=True), None
+                if piece:  # what the job printed after a progress bar's last redraw
+                    self._text_block(piece + b"\n", src, stats)
             cut = block.rfind(b"\n")
             if cut < lo:
                 carry += block[lo:] if lo else block
@@ -2852,16 +2846,13 @@ class LogAnalyser:
                 self.repeated_bytes - repeated > len(raw) // 2) else SCAN_BLOCKS
             if len(carry) > limit:
                 self._text_block(carry[:limit], src, stats)  # one line, cut
-                held_cr = carry.endswith(b"\r")  # (at the block's end: see above)
-                tail = follow_last_piece(None, carry[limit - 1:len(carry) - held_cr],
-                                         limit)  # (see bounded_lines)
-                carry, skipping = b"", True
-        if held_cr:  # the stream ended in it: a CR, no CRLF
-            tail = follow_last_piece(tail, b"\r", limit)
+                rest = PieceAfterCR(carry[:limit], limit)
+                rest.add(carry[limit:])
+                carry = b""
         if carry:
             self._text_block(carry, src, stats)
-        elif skipping and tail:
-            self._text_block(tail, src, stats)
+        elif rest is not None and (piece := rest.end(newline=False)):
+            self._text_block(piece, src, stats)
         return stats
 
     def input_cut(self, source: str, why: str) -> None:
