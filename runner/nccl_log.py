@@ -654,6 +654,12 @@ _NET_CONNECTED = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?(?:Connected|Accepted)\b
 # test kept these and its fail-over lines only)
 _IB_QP = re.compile(r"^NET/IB\w* ?: ?(?:(?:NCCL (?:Merged)?Dev \d+ )?IbDev \d+ Port \d+ "
                     r"qpn \d+|Made virtual device \[)")
+# ... which add nothing but a line to a process that holds a weak choice (the first of them
+# makes one, `_weak_default`, where no line chose before): the full parse would find that
+# choice taken. A big IB job prints one for each queue pair of every connection (tens of
+# thousands a process in a long log), so `take` returns at once for them. (A name of its own
+# so that tests/test_nccl_log_prefix_cache.py can turn the shortcut off and compare.)
+_QP_ADDS_NOTHING = _IB_QP
 # The IB transport checking GPUDirect for a device it uses (no device line in a paste that
 # kept only this: GKE A3 Ultra's `NET/gIB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'`).
 # (The socket transport's `NET/Socket : GPU Direct RDMA Disabled for HCA 0 'lan0'` is no
@@ -1615,6 +1621,9 @@ class _Proc:
     # -- one message (the text after "NCCL INFO " / "NCCL WARN ") ---------------------------
     def take(self, level: str, msg: str) -> None:
         self.lines += 1
+        if self.weak_kind is not None and msg.startswith("NET/IB") and level == "INFO" \
+                and "FI_" not in msg and _QP_ADDS_NOTHING.match(msg):
+            return  # (see _QP_ADDS_NOTHING)
         seq = self.lines
         msg = msg.strip()
         if not msg:

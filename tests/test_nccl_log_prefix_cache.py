@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import sys
 from pathlib import Path
 from unittest import mock
@@ -68,10 +69,12 @@ def _log(seed: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _state(data: bytes, full_parse: bool) -> tuple[dict, str]:
+def _analysed(data: bytes, name: str | None = None, double: object = None) -> tuple[dict, str]:
+    """Every slot of every process, and the JSON, after reading `data`; with `name`, the
+    module's `name` replaced by the test double `double` meanwhile."""
     a = LogAnalyser(scan_engine="python")
-    if full_parse:
-        with mock.patch.object(nccl_log, "_cached_proc", lambda *args, **kw: None):
+    if name:
+        with mock.patch.object(nccl_log, name, double):
             a.feed_stream(io.BytesIO(data), "job.log")
     else:
         a.feed_stream(io.BytesIO(data), "job.log")
@@ -79,14 +82,23 @@ def _state(data: bytes, full_parse: bool) -> tuple[dict, str]:
     return procs, a.result().to_json()
 
 
+def _assert_same(got: tuple[dict, str], want: tuple[dict, str]) -> None:
+    assert got[0].keys() == want[0].keys()
+    for key in got[0]:
+        assert got[0][key] == want[0][key], key
+    assert got[1] == want[1]
+
+
+def _state(data: bytes, full_parse: bool) -> tuple[dict, str]:
+    if full_parse:
+        return _analysed(data, "_cached_proc", lambda *args, **kw: None)
+    return _analysed(data)
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_every_process_ends_as_the_full_parse_leaves_it(seed: int):
     data = _log(seed)
-    cached, full = _state(data, False), _state(data, True)
-    assert cached[0].keys() == full[0].keys()
-    for key in cached[0]:
-        assert cached[0][key] == full[0][key], key
-    assert cached[1] == full[1]
+    _assert_same(_state(data, False), _state(data, True))
 
 
 def test_the_logs_above_do_take_the_fast_path():
@@ -167,3 +179,72 @@ def test_a_record_spliced_into_a_queue_pair_line_is_still_read():
     ranks = {r["host"]: r for r in a.result().to_dict()["ranks"]}
     assert ranks["h2"]["network"] == "IB"
     assert ranks["h1"]["network"] is None  # (the cut record says nothing of h1's choice)
+
+
+# Queue pairs' lines in the forms `_Proc.take`'s shortcut must treat as the full parse does:
+# before and after a choice, of IB's plugins and aliases, at other levels, with `FI_`, in a
+# table's cells or quotes, after a `[Rank N]` tag, and NCCL 2.21's virtual device.
+QP_FORMS = [
+    "INFO NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5 LID 0 fifoRkey=0x{r:x}",
+    "INFO NET/IB : IbDev {d} Port 1 qpn {q} set_ece={{supported=1, vendor_id=0x15b3}}",
+    "INFO NET/IBext_v8: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5",
+    "INFO NET/gIB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5",
+    "INFO NET/IB: NCCL MergedDev {d} IbDev {d} Port 1 qpn {q} mtu 5",
+    "INFO NET/IB : Made virtual device [{d}] name=mlx5_0+mlx5_1 speed=200000 ndevs=2",
+    "WARN NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5",
+    "TRACE NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5",
+    "INFO NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} FI_PROVIDER=verbs",
+    "INFO NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5 | |",
+    "INFO NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5`",
+    "INFO [Rank {d}] NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpn {q} mtu 5",
+    "INFO NET/IB : No device found.",
+    "INFO NET/IB : GPU Direct RDMA Enabled for HCA {d} 'mlx5_{d}'",
+]
+QP_RANKS = [L.ib_rank, L.socket_rank, L.ofi_cxi_rank, L.failed_rank, L.ofi_verbs_then_ib,
+            L.legacy_rank]
+
+
+def _qp_log(seed: int) -> bytes:
+    rnd = random.Random(seed)
+    streams = L.job(rnd.choice(QP_RANKS), nodes=rnd.choice([1, 2]), gpn=rnd.choice([1, 2, 4]))
+    out = []
+    for stream in streams:
+        stream = list(stream)
+        head = stream[0].split(" NCCL ")[0]
+        for _ in range(rnd.randint(4, 30)):
+            extra = rnd.choice(QP_FORMS).format(d=rnd.randrange(4), q=rnd.randrange(99999),
+                                                r=rnd.randrange(1 << 24))
+            stream.insert(rnd.randint(0, len(stream)), head + " NCCL " + extra)
+        out.append(stream)
+    lines = [x for s in out for x in s] if seed % 2 else L.interleave(out, seed)
+    return ("\n".join(lines) + "\n").encode()
+
+
+class _CountedRegex:
+    """The real `_QP_ADDS_NOTHING`, counting the lines it lets `take` skip."""
+
+    def __init__(self, rx):
+        self.rx, self.skipped = rx, 0
+
+    def match(self, text):
+        m = self.rx.match(text)
+        self.skipped += m is not None
+        return m
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_queue_pairs_line_after_a_choice_leaves_a_process_as_the_full_parse_does(seed: int):
+    """`_Proc.take` returns at once for IB's line of a queue pair once the process holds a
+    weak choice (thousands of such lines a process in a big IB job): each process must end
+    as parsing each of those lines leaves it. The reference turns the shortcut off with a
+    test double that never matches."""
+    data = _qp_log(seed)
+    _assert_same(_analysed(data), _analysed(data, "_QP_ADDS_NOTHING", re.compile(r"(?!)")))
+
+
+def test_the_queue_pair_logs_above_do_take_the_shortcut():
+    """(else the comparison above would compare the full parse with itself)"""
+    rx = _CountedRegex(nccl_log._QP_ADDS_NOTHING)
+    for seed in range(40):
+        _analysed(_qp_log(seed), "_QP_ADDS_NOTHING", rx)
+    assert rx.skipped > 200
