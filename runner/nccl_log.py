@@ -1478,7 +1478,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "verbs_missing", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
-        "conn_seq", "comm_seq", "end_seq",
+        "conn_seq", "comm_seq", "end_seq", "node_comm_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1555,6 +1555,7 @@ class _Proc:
         self.conn_seq = -1  # last error chain link through the transports' connection setup
         self.comm_seq = -1  # first communicator line of its init (not of its abort)
         self.end_seq = -1  # its communicator destroyed or aborted, and no init line since
+        self.node_comm_seq = -1  # its last communicator line said `nNodes 1` (one node's)
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
 
     def copy(self) -> "_Proc":
@@ -2146,6 +2147,7 @@ class _Proc:
         n = _NNODES.search(msg)
         if n:
             self.nnodes = max(self.nnodes or 0, int(n.group("n")))
+            self.node_comm_seq = seq if n.group("n") == "1" and not aborted else -1
 
     # -- classification -------------------------------------------------------------------
     @property
@@ -2343,6 +2345,20 @@ class _Proc:
             # file descriptor`, then bootstrap.cc and init.cc; nccl-tests#166's proxy socket
             # closed by its own host)
             local_failure, failure, attempted = failure, None, None
+        ran_before = False
+        if failure is not None and inter_node is True and self.local_fault \
+                and selected is not None \
+                and 0 <= self.sel_seq < self.complete_seq < self.node_comm_seq <= self.local_seq:
+            # ... and where a communicator had completed its init on the network chosen before
+            # it, and then the init of a communicator within one node (`nNodes 1`: a
+            # tensor-parallel group of a job across nodes) failed setting up shared memory or
+            # P2P (its buffers out of GPU memory): that communicator had no network to try,
+            # and the job's had carried its own on the network. The rank keeps that network,
+            # and the node's own failure is reported beside it. (Without that Init COMPLETE,
+            # as in the W&B log above, or in a communicator across nodes, the job failed while
+            # it was setting its network up.)
+            local_failure, failure, attempted = failure, None, None
+            ran_before = True
         if failure is not None and attempted is None and self.plugin is None \
                 and self.verbs_missing:
             # (libibverbs would not load, so sockets were all the rank could try: a WARN-only
@@ -2358,7 +2374,8 @@ class _Proc:
             chosen = selected or Transport.NONE
             attempted = None
         transport = chosen
-        if chosen is not Transport.FAILED and (inter_node is False or local_failure):
+        if chosen is not Transport.FAILED and (inter_node is False
+                                               or local_failure and not ran_before):
             transport = Transport.NONE
         named = self.provider or next(iter(self.named_providers), None) or next(
             iter(lf_providers), None)

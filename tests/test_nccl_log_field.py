@@ -672,6 +672,49 @@ def test_a_shm_failure_in_a_job_across_nodes_was_trying_its_network(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
+def _split_comm_fails_in_node(streams: list[list[str]], gpn: int) -> list[str]:
+    """Each rank's lines, then a within-node communicator of its node (`nNodes 1`) whose
+    P2P setup ran out of GPU memory, with the chain up to group.cc."""
+    lines = []
+    for r, stream in enumerate(streams):
+        host, pid, _ = stream[0].split(" ")[0].split(":")
+        local = r % gpn
+        lines += stream + [
+            L.info(host, int(pid), local, f"comm 0x77{r} rank {local} nRanks {gpn} nNodes 1 "
+                   f"localRanks {gpn} localRank {local} MNNVL 0"),
+            *L.warn(host, int(pid), local, "Cuda failure 'out of memory'",
+                    where="transport/p2p.cc:275"),
+            *[L.info(host, int(pid), local, c) for c in (
+                "transport/p2p.cc:343 -> 1", "transport.cc:183 -> 1", "init.cc:1263 -> 1",
+                "group.cc:64 -> 1 [Async thread]")]]
+    return lines
+
+
+def test_a_split_that_fails_in_the_node_after_the_world_ran_on_the_network(tmp_path):
+    # the job's communicator across 2 nodes completed its init over OFI/cxi; then a
+    # communicator within each node (a tensor-parallel group, `nNodes 1`) ran out of GPU
+    # memory setting P2P up: the network carried the job's communicator and did not fail
+    lines = _split_comm_fails_in_node(job(L.ofi_cxi_rank, nodes=2, gpn=2), gpn=2)
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ofi" and d["provider"] == "cxi" and d["attempted"] is None, \
+        d["summary"]
+    assert [r["transport"] for r in d["ranks"]] == ["ofi"] * 4
+    assert all(r["local_failure"] == "Cuda failure 'out of memory'" and r["failure"] is None
+               for r in d["ranks"])
+    assert "init-failed-in-node" in [w["code"] for w in d["warnings"]]
+    assert "NCCL init failed within the node on 4/4 ranks" in d["summary"]
+    # ... where no communicator had completed its init on it, the job failed while it was
+    # setting its network up (as in the W&B log above)
+    cut = [x for x in lines if "Init COMPLETE" not in x]
+    code, d = check(tmp_path, cut)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi" and code == 1, d["summary"]
+    # ... and so where the communicator that failed spanned the nodes, and was setting up
+    # the network too
+    across = [x.replace("nNodes 1", "nNodes 2") for x in lines]
+    code, d = check(tmp_path, across)
+    assert d["transport"] == "failed" and d["attempted"] == "ofi" and code == 1, d["summary"]
+
+
 @pytest.mark.parametrize("prefix", ["[{r}]<stdout>:", "worker-{r}: [default0]:"])
 def test_a_glued_launcher_prefix_keeps_the_version_line(tmp_path, prefix):
     # horovodrun --gloo (`[0]<stdout>:NCCL version ...`), pdsh in front of torchrun --tee:
