@@ -90,6 +90,21 @@ def test_nccl22_lines_without_the_nccl_word(tmp_path, net, want, ring):
         assert all(r["nccl_warnings"] == ["Failed to open libibverbs.so[.1]"] for r in d["ranks"])
 
 
+@pytest.mark.parametrize("name,want", [("IBext", "ib"), ("AWS Libfabric", "ofi")])
+def test_nccl23_names_a_plugins_network_as_external(tmp_path, name, want):
+    # NCCL 2.2-2.3's initNet(): `Using external Network %s` where a net plugin loaded (else
+    # `Using internal Network %s`), the only line of the choice in a paste cut before rings
+    lines = []
+    for r, host in enumerate(("trn-0", "trn-1")):
+        pid = 5001 + 100 * r
+        lines += [L.info(host, pid, 0, m) for m in (
+            "NCCL version 2.3.7+cuda9.2", f"NET : Using interface ib0:10.1.0.{r + 1}<0>",
+            f"Using external Network {name}")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == want and [r["transport"] for r in d["ranks"]] == [want] * 2, \
+        d["summary"]
+
+
 @pytest.mark.parametrize("nccl", ["2.4.8", "2.5.6", "2.6.4"])
 @pytest.mark.parametrize("ring", [True, False])
 def test_nccl24_bootstrap_socket_line_is_not_the_data_path(tmp_path, nccl, ring):
