@@ -1084,7 +1084,7 @@ def _wrap_ends(piece: str) -> bool:
 
 def _maybe_wrapped(text: str) -> bool:
     """Might `_unwrapped` find something to take off? (Cheap: most lines are none.)"""
-    return text[:1] in _WRAPPED_START or "](http" in text or "&" in text or (
+    return text[:1] in _WRAPPED_START or "](http" in text or "&" in text or '{"' in text or (
         text[:1] in ' "[' and ('": "' in text or text.endswith(_NOTEBOOK_ENDS)))
 
 
@@ -1122,6 +1122,18 @@ def _unwrapped(text: str) -> str:
                 line = None  # (not one JSON string: the line as it is)
             if isinstance(line, str):
                 text = line.rstrip("\r\n")
+    elif '{"' in text:
+        # ... or after a prefix of its own, which is kept: `grep -H` over Docker's json-file
+        # logs (`/var/lib/docker/containers/<id>/<id>-json.log:{"log":"...\n",...}`), a clock
+        # that kubectl or a shipper put before the record
+        k = text.find('{"')
+        try:
+            msgs = [json.loads(f'"{m.group("v")}"').rstrip("\r\n")
+                    for m in _JSON_MSG.finditer(text, k)]
+        except ValueError:
+            msgs = []
+        if msgs:
+            text = text[:k] + "\n".join(msgs)
     return text
 
 

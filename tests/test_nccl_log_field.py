@@ -3089,15 +3089,19 @@ def test_a_paste_that_a_web_page_html_escaped(tmp_path):
     assert analyse(two).to_dict()["summary"] == d["summary"]
 
 
+@pytest.mark.parametrize("before", ["", "/var/lib/docker/containers/3f2a/3f2a-json.log:"])
 @pytest.mark.parametrize("key", ["log", "message", "textPayload"])
-def test_json_log_records(tmp_path, key):
+def test_json_log_records(tmp_path, key, before):
     # Docker's json-file log (`{"log":"...\\n","stream":"stdout","time":...}`), log shippers
-    # (`message`) and cloud exports (`textPayload`) wrap every line in a JSON string
+    # (`message`) and cloud exports (`textPayload`) wrap every line in a JSON string; `grep
+    # -H` over the containers' logs puts each record after its file's path (where the plugin
+    # names its provider last on its line, the record's tail once went with it: `cxi\\n"`)
     streams = job(L.ofi_cxi_rank, nccl="2.23.4")
     streams[5] = L.socket_rank(L.rank_host(5), 40000 + 17 * 5, 5, 8, iface="hsn0")
-    plain = L.interleave(streams, 3)
-    wrapped = [json.dumps({key: x + "\n", "stream": "stdout", "time": "2026-11-23T05:00:00Z"},
-                          separators=(",", ":")) for x in plain]
+    plain = [x.replace(" (found 8 nics)", "") for x in L.interleave(streams, 3)]
+    wrapped = [before + json.dumps({key: x + "\n", "stream": "stdout",
+                                    "time": "2026-11-23T05:00:00Z"}, separators=(",", ":"))
+               for x in plain]
     code, want = check(tmp_path, plain, name="plain.log")
     code2, got = check(tmp_path, wrapped)
     assert want["transport"] == "socket" and want["mixed"] is True
@@ -5063,6 +5067,9 @@ _EXPORTS = {
     # Docker's json-file log driver: a record per line
     "docker-json": lambda line: json.dumps({"log": line + "\n", "stream": "stdout",
                                             "time": "2024-12-04T05:27:39.074123456Z"}),
+    # ... after a clock a shipper put before the record
+    "docker-json-clocked": lambda line: "2024-12-04T05:27:39.074123456Z " + json.dumps(
+        {"log": line + "\n", "stream": "stdout", "time": "2024-12-04T05:27:39.074123456Z"}),
     # a CloudWatch Logs Insights export to CSV: the time, then the message as a CSV field
     "csv": lambda line: '2024-12-04T05:27:39.074Z,"' + line.replace('"', '""') + '"',
 }
