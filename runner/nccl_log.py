@@ -261,7 +261,9 @@ _MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network|external Network) 
 # (a head) never starts with what an alternative could give back, so backtracking into them
 # never finds a match: Python >= 3.11 is told so (possessive `+`), which makes the bare pass
 # 3x cheaper on lines that start like a prefix (`[rank0]: ...`). Same language either way.
-_OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|"
+# (Open MPI's tag may come HTML-escaped from a page: `[1,0]&lt;stdout&gt;:`)
+_OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>|&lt;std(?:out|err)&gt;)?"
+                     r":? ?|"
                      r" {0,4}\| [^|\n]{0,40}\| ?| {0,4}\d{1,6}: ?|"
                      r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}(?:Z|[+-]\d\d:?\d\d)?(?: |,\"?)|> ?|"
                      r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?|"
@@ -272,7 +274,8 @@ _OUTER_HEAD_PLAIN = (r"[ \t]{0,40}(?:\[[^\]\n]{1,80}\](?:<std(?:out|err)>)?:? ?|
                      r"){0,5}[ \t]{0,40}")
 _OUTER_HEAD = _OUTER_HEAD_PLAIN
 if sys.version_info >= (3, 11):
-    _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>)?+:?+ ?+|"
+    _OUTER_HEAD = (r"[ \t]{0,40}+(?:\[[^\]\n]{1,80}+\](?:<std(?:out|err)>|&lt;std(?:out|err)&gt;)?+"
+                   r":?+ ?+|"
                    r" {0,4}+\| [^|\n]{0,40}+\| ?+| {0,4}+\d{1,6}+: ?+|"
                    r"\d{4}-\d\d-\d\d[T ][\d:.,]{8,18}+(?:Z|[+-]\d\d:?\d\d)?+(?: |,\"?+)|> ?+|"
                    r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} ?+|"

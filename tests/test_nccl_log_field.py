@@ -9,6 +9,7 @@ host names. The answer is read the way users and the acceptance read it: `check-
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -3067,6 +3068,24 @@ def test_a_two_word_bracket_prefix_names_the_host(tmp_path):
     code, d = check(tmp_path, lines)
     assert (d["transport"], d["provider"]) == ("ofi", "efa"), d["summary"]
     assert sorted(r["host"] for r in d["ranks"]) == ["192.168.131.7", "192.168.184.241"]
+
+
+@pytest.mark.parametrize("keep_level", [True, False])
+def test_open_mpi_tags_that_a_web_page_html_escaped(tmp_path, keep_level):
+    # a page's copy of an Open MPI job stripped of NCCL's prefix: `[1,0]&lt;stdout&gt;:NET/OFI
+    # Selected Provider is cxi (found 4 nics)`; the bare pass did not know the escaped tag,
+    # and only the lines other passes find (the version, `via NET/`) were read: `OFI/?`
+    streams = job(L.ofi_cxi_rank, nodes=2, gpn=2)
+    tagged = L.interleave([L.ompi_tag(L.strip_prefix(s, keep_level=keep_level), r)
+                           for r, s in enumerate(streams)], 4)
+    escaped = [html.escape(x, quote=True) for x in tagged]
+    assert all(x.startswith("[1,") and "&lt;stdout&gt;:" in x for x in escaped)
+    code, want = check(tmp_path, tagged, name="tagged.log")
+    code2, got = check(tmp_path, escaped)
+    assert (want["transport"], want["provider"]) == ("ofi", "cxi"), want["summary"]
+    assert (got["transport"], got["provider"], len(got["ranks"]), got["plugin_version"]) == (
+        "ofi", "cxi", 4, "1.6.0"), got["summary"]
+    assert [r["provider"] for r in got["ranks"]] == ["cxi"] * 4 and code2 == code
 
 
 def test_a_paste_that_a_web_page_html_escaped(tmp_path):
