@@ -34,10 +34,11 @@ Design:
   local launcher are skipped; lines whose `host:pid:tid` or even `NCCL INFO` was stripped are
   grouped by those outer prefixes.
 - What a rank used is decided in this order: the networks its channel/ring lines go through
-  (`via NET/X/...`), the `Using network X` / `Using internal (external) Network X` / `Assigned NET
-  plugin X` lines, and only then the last device line (`NET/IB : Using [0]mlx5_0:1/IB`,
-  `NET/Socket : Using [0]hsn0`, `NET/OFI Selected provider is cxi`). NCCL 2.4 prints a
-  `NET/Socket` line for its bootstrap on every rank, so a later device line wins over it.
+  (`via NET/X/...`), the `Using network X` / `Using internal Network X` (`external`, a
+  plugin's) / `Assigned NET plugin X` lines, and only then the last device line (`NET/IB :
+  Using [0]mlx5_0:1/IB`, `NET/Socket : Using [0]hsn0`, `NET/OFI Selected provider is cxi`).
+  NCCL 2.4 prints a `NET/Socket` line for its bootstrap on every rank, so a later device line
+  wins over it.
 - A transport chosen and then given up during init (a WARN and an error chain such as
   `init.cc:NNN -> 2`, with no `Init COMPLETE` after the choice) makes the rank `failed`,
   keeping the transport it tried as `attempted`; after an `Init COMPLETE` only a network
@@ -226,7 +227,8 @@ _CTRL_BYTES = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(0x0e, 0x1b)) + byte
 # a literal, so the regex engine skips to candidates at C speed (one alternation of all of
 # them is 50x slower: it tries every branch at every position). None can match a newline.
 # Each pass costs about a cycle per byte, so a 200 MB log pays for every pass it runs.
-_MSG_HEADS = (r"NET/|NET : |Using (?:network|internal Network|external Network) |comm (?:0x|rank \d|<\w+> rank)|"
+_MSG_HEADS = (r"NET/|NET : |Using (?:network|(?:in|ex)ternal Network) |"
+              r"comm (?:0x|rank \d|<\w+> rank)|"
               r"Destroyed comm |"
               r"ncclComm|Bootstrap|Init timings|CUDA Dev \d+\[\d+\], |Setting affinity for GPU \d|"
               r"NCCL_IB_HCA set to |(?:socket(?:Poll|Start)Connect: c|Call to c)onnect "
@@ -471,7 +473,8 @@ _BARE_NCCL = re.compile(  # after a source file, or aws-ofi-nccl's `function:lin
     r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
 # Messages recognised even with both the prefix and `NCCL INFO` stripped.
 _BARE_MSG_HEADS = (
-    r"(?:Using (?:network|internal Network|external Network) |NET/|NET : |Channel \d|Ring \d|comm (?:0x|rank \d)|"
+    r"(?:Using (?:network|(?:in|ex)ternal Network) |NET/|NET : |Channel \d|Ring \d|"
+    r"comm (?:0x|rank \d)|"
     r"[NR]CCL version|ncclCommInitRank|rank \d+ nranks \d|Bootstrap ?: ?Using|"
     r"Assigned NET plugin|Initialized NET plugin|Failed to initialize (?:any )?NET plugin|"
     r"P2P plugin |\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NET/|"
@@ -628,7 +631,7 @@ _OFI_PLUGIN_FAILED = re.compile(
 # (a name holds single spaces at most, `AWS Libfabric`: two or more end it, and so does a
 # note that a doc or blog wrote after the line, `Using network Socket # Ethernet`, `(TCP)`)
 _USING_NETWORK = re.compile(
-    r"^Using (?:network|internal Network|external Network) (?P<name>\S+(?: \S+)*?)"
+    r"^Using (?:network|(?:in|ex)ternal Network) (?P<name>\S+(?: \S+)*?)"
     # (and a paste that lost its newlines: `Using network Socket NCCL version 2.7.8+cuda10.2`)
     r"(?:\s*\[repeated \d+x across cluster\]|\s{2,}\S.*|\s+(?:#|\(|\u2190|<-|//|NCCL version ).*)?"
     r"\s*$")
