@@ -645,6 +645,13 @@ _BARE_RING = re.compile(r"\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? (?:\[\w+\] )?via NE
 _ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm\b")
 _NET_PLUGIN_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
 _ANY_NET_PLUGIN_FAILED = "Failed to initialize any NET plugin"
+# WARNs of freeing a communicator, not of setting one up (ncclCommDestroy/Abort): the
+# bootstrap closing with connections it never took (bootstrapClose, `Unexpected connections
+# are not empty`), commReclaim's cleanup failing; and the chain under them runs through
+# init.cc's commFree, as an init's does. A teardown's error, after a job that ran: no
+# network's init failed (a helper's log: Init COMPLETE over IB, the training done, then
+# these at destroy_process_group())
+_TEARDOWN_WARN = re.compile(r"Unexpected connections are not empty|commReclaim: ")
 _NET_USING = re.compile(r"^NET/(?P<net>[\w\-]+) ?: ?Using (?P<rest>.*)")
 # (an author may condense the list: `[0..7]mlx5_bond_*:1/RoCE`, eight bonded RoCE ports)
 _IB_DEVICE = re.compile(
@@ -1496,7 +1503,7 @@ class _Proc:
         "chain_msg", "fatal_msg", "fatal_seq", "setup_seq", "last_warn", "top_seq", "warn_seq",
         "recover_seq", "net_chain_seq", "socket_is_choice", "verbs_missing", "local_seq",
         "link_seq", "chan_rank_max", "boot_loopback", "init_chain_seq", "progress_seq",
-        "conn_seq", "comm_seq", "end_seq", "node_comm_seq",
+        "conn_seq", "comm_seq", "end_seq", "node_comm_seq", "teardown_seq",
     )
 
     def __init__(self, host: str, pid: int | None, real: bool) -> None:
@@ -1574,6 +1581,7 @@ class _Proc:
         self.comm_seq = -1  # first communicator line of its init (not of its abort)
         self.end_seq = -1  # its communicator destroyed or aborted, and no init line since
         self.node_comm_seq = -1  # its last communicator line said `nNodes 1` (one node's)
+        self.teardown_seq = -1  # a WARN of freeing a communicator, and no init line since
         self.chan_rank_max = -1  # the higher rank of this process's first `via NET/` line
 
     def copy(self) -> "_Proc":
@@ -1745,7 +1753,7 @@ class _Proc:
             m = _OLD_RANK.match(msg)
             if m:
                 self._rank(int(m.group("rank")), int(m.group("nranks")), seq)
-        if " -> " in msg:
+        if " -> " in msg and self.teardown_seq < 0:  # (after one, the teardown's chain)
             m = _CHAIN.match(msg)
             if m and m.group("code") != "0" and self.provider_seq >= 0 \
                     and self.plugin_failed is None and self.complete_seq < 0 \
@@ -1946,6 +1954,9 @@ class _Proc:
 
     def _take_warn(self, msg: str, seq: int) -> None:
         self._push("nccl_warnings", msg[:300], _MAX_NCCL_WARNINGS)
+        if msg[0] in "Uc" and _TEARDOWN_WARN.match(msg):
+            self.teardown_seq = seq
+            return
         f = _warn_facts(msg)
         if f.probe:
             if msg.startswith("Failed to open libibverbs"):
@@ -2159,6 +2170,8 @@ class _Proc:
         aborted = msg.endswith(("Abort COMPLETE", "Destroy COMPLETE")) or msg.startswith(
             "Destroyed comm ")
         self.end_seq = seq if aborted else -1
+        if not aborted:
+            self.teardown_seq = -1
         if not m:
             return
         self._rank(int(m.group("rank")), int(m.group("nranks")), -1 if aborted else seq)
@@ -2489,6 +2502,7 @@ class _State:
             lf_providers=dict(a._lf_providers),
             fixed=(list(a._ibverbs_hosts), {k: list(v) for k, v in a._lf_by_pid.items()},
                    {k: set(v) for k, v in a._log_env.items()}, dict(a._tests_hosts),
+                   set(a._tests_host_names), a._tests_runs, a._tests_spread,
                    dict(a._tests_failures), a._init_echo,
                    a._n_prefixes,
                    len(a._prefixes), len(a._prefixes.get(src, ()))),
@@ -2715,6 +2729,12 @@ class LogAnalyser:
         self._ibverbs_no_driver = 0
         self._ibverbs_hosts: list[str] = []
         self._tests_hosts: dict[int, str] = {}  # nccl-tests' rank table: rank -> host
+        # ... every host its tables named, whether there was more than one table (run: 2),
+        # and whether one of them named more than one host (two runs pasted one after the other, one on each
+        # of two hosts, are two single-node runs)
+        self._tests_host_names: set[str] = set()
+        self._tests_runs = 0
+        self._tests_spread = False
         self._tests_failures: dict[str, str] = {}  # nccl-tests' failed calls: host -> error
         self._init_echo: str | None = None  # an echo of a socket init's WARN (_SOCKET_INIT_ECHO)
         # PyTorch's echoes of a network's WARN after `Last error:` under its `[rankN]: `,
@@ -3196,8 +3216,17 @@ class LogAnalyser:
         if i < 0 and "Rank" in text:
             t = _TESTS_RANK.search(text)
             if t:
+                rank, host = int(t.group("rank")), t.group("host")
+                if rank in self._tests_hosts or not self._tests_runs:  # a table begins
+                    self._tests_spread = self._tests_spread or len(
+                        set(self._tests_hosts.values())) > 1
+                    self._tests_hosts = {}
+                    self._tests_runs = min(self._tests_runs + 1, 2)  # (1, or more: copies
+                    # of a log of one run keep the state that _repeat compares)
                 if len(self._tests_hosts) < MAX_PROCESSES:
-                    self._tests_hosts[int(t.group("rank"))] = t.group("host")
+                    self._tests_hosts[rank] = host
+                    if len(self._tests_host_names) < MAX_PROCESSES:
+                        self._tests_host_names.add(host)
                 return
         prefixes = self._prefixes.get(src)
         if prefixes is None:
@@ -3976,21 +4005,33 @@ class _Judge:
         split: set[str] = set()  # hosts whose processes are in different communicators
         ends: dict[str, set[int]] = {}  # the ends of the world a host's GPUs hold (see whole)
         unknown = 0
+        # The largest communicator each host's processes printed: the world, or where no
+        # process of the host printed one of the world's size, its own (two hosts each
+        # running a job of its own, 8 ranks on one and 4 on the other, NCCL < 2.18 saying
+        # no nNodes: each host holds the whole of its communicator; a helper's pastes of
+        # two such runs)
+        keys: list[str | None] = []
+        host_world: dict[str, int] = {}
         for p in real:
             ips = [ip for ip in p.ips if not _loopback(ip)]
             key = p.host if not _is_redacted(p.host) else (f"ip:{ips[0]}" if ips else None)
+            keys.append(key)
+            if key is not None:
+                host_world[key] = max(host_world.get(key, 0), p.nranks or 0, p.ring_ranks)
+        for p, key in zip(real, keys):
             if key is None:
                 unknown += 1
                 continue
             seen = ident.setdefault(key, set())
             n_procs[key] += 1
             gpus.setdefault(key, set()).add(p.dev if p.dev is not None else p)
-            if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
+            own = host_world[key] or world
+            if p.nranks == own and len(seen) < _MAX_RANKS_SEEN:
                 mine = p.ranks_seen or ({p.rank} if p.rank is not None else set())
                 if mine & seen:  # one rank twice on a host: two communicators of that size
                     split.add(key)
                 seen.update(mine)
-                if p.rank is not None and p.rank == p.dev and p.rank in (0, world - 1):
+                if p.rank is not None and p.rank == p.dev and p.rank in (0, own - 1):
                     ends.setdefault(key, set()).add(p.rank)
         n_ident = len(ident) + (1 if unknown and not ident else 0)
         if len(ident) == 1 and not unknown and not _one_address(p.ips for p in real):
@@ -4006,11 +4047,15 @@ class _Judge:
         if world == 1 and not any(p.channels_cross() for p in procs):
             # communicators of one rank each (a probe, ncclCommInitAll of 1 GPU)
             return False, max(n_ident, 1)
-        tests_hosts = set(self.a._tests_hosts.values())
+        tests_hosts = self.a._tests_host_names
         if tests_hosts and not any(_is_redacted(h) for h in tests_hosts) and all(
                 p.host in tests_hosts for p in real if not _is_redacted(p.host)):
             # nccl-tests listed every rank's host (and NCCL's lines name no other): one host
-            # is no network, several are (and so is one name at several addresses)
+            # is no network, several are (and so is one name at several addresses); where
+            # several runs' tables each named one host, each run stayed on its host
+            if self.a._tests_runs > 1 and not (self.a._tests_spread or len(
+                    set(self.a._tests_hosts.values())) > 1):
+                return False, max(n_ident, len(tests_hosts))
             return len(tests_hosts) > 1 or n_ident > 1, max(n_ident, len(tests_hosts))
         ips = [ip for p in procs for ip in p.ips]
         ifaces = [i for p in procs for i in p.socket_ifaces]
@@ -4035,12 +4080,15 @@ class _Judge:
         # pasted one after the other give a host more processes than GPUs, nccl-tests#128's
         # 2 x 4 GPUs with 5 processes each; where all name GPU 0, each saw one GPU, as in
         # a container per rank, and processes count)
+        def holds_whole(key: str, seen: set[int]) -> bool:
+            w = host_world[key] or world
+            return len(seen) >= w or (n_procs[key] >= w and key not in split) or (
+                w > 1 and ends.get(key) == {0, w - 1} and key not in split) or (
+                w > 2 and 2 * max(len(seen), len(gpus[key]) if len(gpus[key]) > 1
+                                  else n_procs[key]) > w and key not in split)
+
         whole = bool(ident) and not unknown and bool(world) and all(
-            len(seen) >= world or (n_procs[key] >= world and key not in split)
-            or (world > 1 and ends.get(key) == {0, world - 1} and key not in split)
-            or (world > 2 and 2 * max(len(seen), len(gpus[key]) if len(gpus[key]) > 1
-                                      else n_procs[key]) > world and key not in split)
-            for key, seen in ident.items())
+            holds_whole(key, seen) for key, seen in ident.items())
         if any(p.channels_cross() for p in procs):
             # Channels through the network prove traffic between hosts, unless one host,
             # named in every line and at one address, holds every rank (NCCL_P2P_DISABLE and
@@ -4108,6 +4156,15 @@ class _Judge:
                             attempted=r.selected if r.selected in active else None)
                     for r in reports]
         if not fails or any(r.transport is Transport.FAILED for r in reports):
+            return reports
+        # (where a rank of that host shows its link's error, a running link broke, as
+        # link_failure says, and nccl-tests' failure is what the application saw of it:
+        # results printed over IB, then `Got completion from peer ... status=12` and
+        # `Test NCCL failure common.cu:1035 'remote process exited or there was a network
+        # error'`, a helper's log)
+        fails = {h: e for h, e in fails.items()
+                 if not any(r.link_error and r.host == h for r in reports)}
+        if not fails:
             return reports
         on = {r.host for r in reports if r.transport in active} & set(fails)
         return [replace(r, transport=Transport.FAILED, attempted=r.transport,

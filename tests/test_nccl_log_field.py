@@ -2397,6 +2397,49 @@ def test_two_hosts_each_running_their_own_single_node_communicator(tmp_path):
     assert len(d["ranks"]) == 12
 
 
+@pytest.mark.parametrize("order", ["8-then-4", "4-then-8"])
+def test_two_hosts_each_running_their_own_single_node_jobs_of_two_sizes(tmp_path, order):
+    # ... of different sizes, 8 ranks on one and 4 on the other, with no nNodes line (NCCL
+    # 2.12): each host holds the whole of its own communicator, though not of the larger
+    a = L.single_host_job(n=8, host="gpu-x1", pid0=100, plugin=False, iface="eth0",
+                          nccl="2.12.12")
+    b = L.single_host_job(n=4, host="gpu-x2", pid0=200, plugin=False, iface="eth0",
+                          nccl="2.12.12")
+    runs = a + b if order == "8-then-4" else b + a
+    code, d = check(tmp_path, [x for s in runs for x in s], "--fabric", "infiniband")
+    assert d["transport"] == "none" and d["verdict"] == "single-node" and code == 0, \
+        d["summary"]
+    assert len(d["ranks"]) == 12
+
+
+def _tests_table(host: str, ranks: int, pid0: int) -> list[str]:
+    """nccl-tests' table of every rank of its run (rank 0 prints it)."""
+    return [f"#  Rank {r:2d} Group  0 Pid {pid0 + r:6d} on {host:>10} device {r:2d} "
+            "[0x07] NVIDIA A100-SXM4-80GB" for r in range(ranks)]
+
+
+def test_two_nccl_tests_runs_pasted_one_per_host_are_two_single_node_runs(tmp_path):
+    # two runs pasted one after the other: 8 processes on dgx-a, then 4 on dgx-b; each run's
+    # table names one host (the second run's rows once overwrote ranks 0-3 of the first's
+    # table, which then seemed to name two hosts for one run)
+    a = L.single_host_job(n=8, host="dgx-a", pid0=100, plugin=False, iface="eth0",
+                          nccl="2.12.12")
+    b = L.single_host_job(n=4, host="dgx-b", pid0=200, plugin=False, iface="eth0",
+                          nccl="2.12.12")
+    lines = (_tests_table("dgx-a", 8, 100) + [x for s in a for x in s]
+             + _tests_table("dgx-b", 4, 200) + [x for s in b for x in s])
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "none" and d["inter_node"] is False, d["summary"]
+    # ... and one run across both hosts (its table names both), pasted twice, crossed nodes
+    streams = job(L.ib_rank, nodes=2, gpn=2, nccl="2.12.12", channels=False)
+    hosts = [s[0].split(":")[0] for s in streams]
+    table = [f"#  Rank {r:2d} Group  0 Pid {40000 + 17 * r:6d} on {hosts[r]:>10} device "
+             f"{r % 2:2d} [0x07] NVIDIA A100-SXM4-80GB" for r in range(4)]
+    run = table + [x for s in streams for x in s]
+    code, d = check(tmp_path, run + run)
+    assert d["inter_node"] is True and d["transport"] == "ib", d["summary"]
+
+
 @pytest.mark.parametrize("net", ["Socket", "AWS Libfabric"])
 def test_nnodes_1_means_no_inter_node_traffic_whatever_the_network_lines(tmp_path, net):
     # NCCL_P2P_DISABLE + NCCL_SHM_DISABLE on one node: channels go `via NET/...`, nNodes is 1.
@@ -4597,6 +4640,61 @@ def test_ib_s_fatal_error_noticed_by_a_data_call_is_a_running_link_s_error(tmp_p
     assert d["transport"] == "ib" and d["verdict"] != "failed", d["summary"]
     r = next(r for r in d["ranks"] if r["pid"] == 139572)
     assert r["transport"] == "ib" and "ncclIbIrecv" in r["link_error"], r
+
+
+@pytest.mark.parametrize("reclaim", [True, False])
+def test_a_teardown_error_after_the_job_ran_is_no_failed_init(tmp_path, reclaim):
+    # a 2-node IB job completed its init and trained; at destroy_process_group() one rank's
+    # bootstrap closed with connections it never took (bootstrapClose), which NCCL passes up
+    # through init.cc's commFree, and commReclaim says the cleanup failed (NCCL >= 2.14)
+    streams = job(L.ib_rank, nodes=2, gpn=2, nccl="2.21.5")
+    lines = L.interleave(streams, 1) + ["Finished training; calling destroy_process_group()"]
+    h, pid = streams[0][0].split(":")[0], 40000
+    lines += L.warn(h, pid, 0, "Unexpected connections are not empty", where="bootstrap.cc:1021")
+    lines += [L.info(h, pid, 0, m) for m in ("init.cc:236 -> 3", "init.cc:1930 -> 3")]
+    if reclaim:
+        lines += L.warn(h, pid, 0, "commReclaim: cleanup comm 0x55d0c0de0000 rank 0 failed in "
+                        "destroy/abort, error 3", where="init.cc:2012")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and code == 0 and d["attempted"] is None, d["summary"]
+    assert [r["transport"] for r in d["ranks"]] == ["ib"] * 4
+    assert "Unexpected connections are not empty" in d["ranks"][0]["nccl_warnings"]
+    # ... where the same words come before any Init COMPLETE, init still failed on the error
+    # the job met first
+    cut = [x for x in lines if "Init COMPLETE" not in x]
+    early = L.warn(h, pid, 0, "Call to ibv_create_cq failed", where="misc/ibvwrap.cc:268")
+    first = next(i for i, x in enumerate(cut) if x.startswith(f"{h}:{pid}:") and "Using network"
+                 in x)
+    cut[first + 1:first + 1] = early + [L.info(h, pid, 0, "transport/net_ib.cc:600 -> 2"),
+                                        L.info(h, pid, 0, "init.cc:1100 -> 2")]
+    code, d = check(tmp_path, cut)
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
+    assert "ibv_create_cq" in d["ranks"][0]["failure"]
+
+
+def test_nccl_tests_failure_after_a_link_broke_keeps_the_transport(tmp_path):
+    # nccl-tests over IB printed its rows, then a request failed on a link that was up
+    # (`Got completion from peer ... status=12`, passed up to the progress thread), and
+    # nccl-tests said `Test NCCL failure ... 'remote process exited or there was a network
+    # error'`: the job ran on IB and a link broke; NCCL's own lines say which
+    streams = job(L.ib_rank, nodes=2, gpn=2, nccl="2.19.3")
+    lines = L.interleave(streams, 2)
+    h, pid = streams[2][0].split(":")[0], 40000 + 17 * 2
+    lines += ["     1048576        262144     float     sum      -1    45.10   23.25   34.88      0"]
+    lines += L.warn(h, pid, 0, "NET/IB : Got completion from peer 10.3.0.1<51130> with status=12 "
+                    "opcode=0 len=0 vendor err 129 (Send)", where="transport/net_ib.cc:1696")
+    lines += [L.info(h, pid, 0, m) for m in ("transport/net_ib.cc:1802 -> 6",
+                                             "transport/net.cc:1125 -> 6", "proxy.cc:693 -> 6",
+                                             "proxy.cc:874 -> 6 [Progress Thread]")]
+    lines += [f"{h}: Test NCCL failure common.cu:1035 'remote process exited or there was a "
+              "network error / '"]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "ib" and d["attempted"] is None, d["summary"]
+    assert [r["transport"] for r in d["ranks"]] == ["ib"] * 4
+    assert "status=12" in next(r["link_error"] for r in d["ranks"] if r["link_error"])
+    # ... with no WARN of NCCL's, nccl-tests' failure is all that says the link failed
+    code, d = check(tmp_path, [x for x in lines if "NCCL WARN" not in x and " -> 6" not in x])
+    assert d["transport"] == "failed" and d["attempted"] == "ib", d["summary"]
 
 
 def test_a_warn_whose_message_a_paste_wrapped_after_its_tag_is_read_whole(tmp_path):
