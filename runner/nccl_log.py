@@ -709,7 +709,12 @@ _COMPLETE = re.compile(r"- (?:Init )?COMPLETE\b|\bInit COMPLETE\b")  # (`… Ini
 _ENV_ECHO = re.compile(r"^(?P<key>[A-Z][A-Z0-9_]*) set by environment to (?P<value>.*?)\s*$")
 # Environment settings echoed by job scripts (`set -x`, `env | grep`, `mpirun -x`).
 _ENV_ASSIGN = re.compile(
-    r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)=(?P<q>['\"]?)(?P<value>[^\s'\"]*)(?P=q)")
+    r"(?:^|[\s'\"])(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)="
+    r"(?:(?P<q>['\"])(?P<quoted>[^'\"\n]*)(?P=q)|(?P<value>[^\s'\"]*))")
+# ... and `env`'s (or a notes') line of one setting, whose value runs to the end of the line
+# (`NCCL_NET=AWS Libfabric`)
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?(?P<key>(?:NCCL|FI)_[A-Z0-9_]+)="
+                       r"(?P<value>[\w.;:,^/+-]+(?: [\w.;:,^/+-]+)*)\s*$")
 _NET_NOT_FOUND = searched_fast(r"\bnetwork (?P<name>.*?) ?not found")
 _CHAIN = re.compile(
     r"^(?P<file>\S+\.(?:cc|cu|c|h|cpp|hpp|cuh)):(?P<line>\d+) (?:\((?P<func>[\w:~]+)\) )?"
@@ -939,10 +944,12 @@ _KNOWN_NAMES = {
     **{n: Transport.OFI for n in _OFI_NAMES}, "IB": Transport.IB, "Socket": Transport.SOCKET,
     "FastSocket": Transport.SOCKET,  # Google's plugin: TCP, however fast
     "UCX": Transport.IB, "UCX-RMA": Transport.IB, "UCX_RMA": Transport.IB,  # verbs through UCX
+    "UCX-UCT": Transport.IB, "UCX-UCT-RD": Transport.IB,  # (nccl-rdma-sharp-plugins' UCT ones)
     "RCCL-ANP": Transport.IB, "ANP": Transport.IB,  # AMD's plugin for its AINIC cards: RoCE
     "IB-CAST": Transport.IB, "IB-ROCM": Transport.IB,  # RCCL's own verbs networks (AINIC)
     "Libfabric_GDAKI": Transport.OFI,  # libfabric with device-initiated transfers (DeepEP GIN)
 }
+_KNOWN_LOWER = {n.lower(): kind for n, kind in _KNOWN_NAMES.items()}
 # HPC-X / nccl-rdma-sharp plugin's verbs network: `IBext_v8`, or the plugin's own name
 # (`Using network NCCL RDMA Plugin v8`, `via NET/NCCL RDMA Plugin v8/0/GDRDMA`)
 # (UCCL's plugin names itself RDMA_Plugin: verbs on IB/RoCE NICs, uccl#172)
@@ -967,6 +974,8 @@ _RDZV_GUARD = ("FI_CXI_RDZV_EAGER_SIZE", "FI_CXI_RDZV_THRESHOLD", "FI_CXI_RDZV_G
 def _net_kind(name: str) -> Transport | None:
     if name in _KNOWN_NAMES:
         return _KNOWN_NAMES[name]
+    if name.lower() in _KNOWN_LOWER:  # (NCCL_NET is matched ignoring case, and `network ib
+        return _KNOWN_LOWER[name.lower()]  # not found` prints it as the user typed it)
     if _IBEXT.match(name):
         return Transport.IB
     if _TCP_PLUGIN.match(name):
@@ -3444,8 +3453,11 @@ class LogAnalyser:
                 return
 
     def _take_env_assign(self, text: str) -> None:
-        for m in _ENV_ASSIGN.finditer(text):
-            key, value = m.group("key"), m.group("value")[:200]
+        whole = _ENV_LINE.match(text)
+        for m in (whole,) if whole else _ENV_ASSIGN.finditer(text):
+            key = m.group("key")
+            value = (m.group("value") if m.group("value") is not None
+                     else m.group("quoted"))[:200]
             vals = self._log_env.get(key)
             if vals is None:
                 if len(self._log_env) < _MAX_ENV:
@@ -3952,6 +3964,16 @@ class _Judge:
                                failure=None, attempted=None)
                        if r.failure == _NO_DEVICE_ONLY else r for r in reports]
         reports = self._failed_by_other_lines(reports)
+        named = {_attempted_from_env({"NCCL_NET": v}) for v in a._log_env.get("NCCL_NET", ())}
+        if len(named) == 1 and None not in named:
+            # the job script echoed NCCL_NET (`export NCCL_NET=OFI`, `env`'s `NCCL_NET=AWS
+            # Libfabric`), which NCCL's lines do not (they print it only under
+            # NCCL_DEBUG_SUBSYS=ENV): the one network a rank whose init failed was trying,
+            # where nothing of its own says (`Failed to initialize any NET plugin`, NCCL >=
+            # 2.26's words where the plugin NCCL_NET names is not there)
+            net = named.pop()
+            reports = [replace(r, attempted=net) if r.transport is Transport.FAILED
+                       and r.attempted is None else r for r in reports]
         if self.inter_node is None and any(r.local_failure for r in reports):
             # init died within a node, and nothing shows traffic between nodes: the ranks
             # that chose a network and opened no channel on it carried nothing either (the

@@ -91,6 +91,51 @@ def test_nccl22_lines_without_the_nccl_word(tmp_path, net, want, ring):
         assert all(r["nccl_warnings"] == ["Failed to open libibverbs.so[.1]"] for r in d["ranks"])
 
 
+@pytest.mark.parametrize("net", ["UCX-UCT", "UCX-UCT-RD"])
+def test_nccl_rdma_sharp_plugins_uct_networks_are_verbs(tmp_path, net):
+    # nccl-rdma-sharp-plugins' UCX UCT transports name themselves `UCX-UCT`, `UCX-UCT-RD`
+    # (its ucx_uct_plugin.c, ucx_uct_rd_plugin.c): verbs through UCX, as `UCX` and `UCX-RMA`
+    streams = job(L.ib_rank, nodes=2, gpn=2, nccl="2.21.5", net_name=net)
+    streams = [[x for x in s if "NET/IB : Using" not in x] for s in streams]  # (a grep's cut)
+    code, d = check(tmp_path, L.interleave(streams, 1))
+    assert d["transport"] == "ib" and d["inter_node"] is True, d["summary"]
+    assert "unknown-network" not in [w["code"] for w in d["warnings"]]
+
+
+@pytest.mark.parametrize("echo,want", [
+    ("+ export NCCL_NET=OFI", "ofi"), ('export NCCL_NET="AWS Libfabric"', "ofi"),
+    ("NCCL_NET=AWS Libfabric", "ofi"), ("NCCL_NET=IB", "ib"), (None, None)])
+def test_a_script_s_echo_of_nccl_net_names_what_a_failed_init_tried(tmp_path, echo, want):
+    # NCCL >= 2.26 where the plugin NCCL_NET names is missing: `Failed to initialize any NET
+    # plugin`, which names none; the job script's `set -x` or `env` echoed NCCL_NET (NCCL's
+    # own `NCCL_NET set by environment` line needs NCCL_DEBUG_SUBSYS=ENV)
+    lines = [echo] if echo else []
+    for n in range(2):
+        h, pid = f"nid02700{n + 1}", 19001 + n
+        lines += [L.info(h, pid, 0, m) for m in (
+            "NCCL version 2.27.7+cuda12.9", f"Bootstrap: Using hsn0:10.150.27.{n + 1}<0>",
+            "NET/Plugin: Could not find: libnccl-net.so")]
+        lines += L.warn(h, pid, 0, "Failed to initialize any NET plugin", where="init.cc:1800")
+        lines += [L.info(h, pid, 0, m) for m in ("init.cc:1805 -> 5", "init.cc:2043 -> 5")]
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == want, d["summary"]
+    assert [r["attempted"] for r in d["ranks"]] == [want] * 2
+
+
+@pytest.mark.parametrize("name,want", [("ofi", "ofi"), ("ib", "ib"), ("socket", "socket")])
+def test_network_not_found_names_nccl_net_as_the_user_typed_it(tmp_path, name, want):
+    # NCCL matches NCCL_NET ignoring case (strcasecmp), and its WARN quotes the setting
+    lines = []
+    for n in range(2):
+        h, pid = f"nid02800{n + 1}", 29001 + n
+        lines += [L.info(h, pid, 0, m) for m in (
+            "NCCL version 2.21.5+cuda12.4", f"Bootstrap : Using hsn0:10.150.28.{n + 1}<0>",
+            "NET/Plugin: No plugin found (libnccl-net.so)")]
+        lines += L.warn(h, pid, 0, f"Error: network {name} not found.", where="init.cc:100")
+    code, d = check(tmp_path, lines)
+    assert d["transport"] == "failed" and d["attempted"] == want, d["summary"]
+
+
 @pytest.mark.parametrize("name,want", [("IBext", "ib"), ("AWS Libfabric", "ofi")])
 def test_nccl23_names_a_plugins_network_as_external(tmp_path, name, want):
     # NCCL 2.2-2.3's initNet(): `Using external Network %s` where a net plugin loaded (else
