@@ -319,7 +319,7 @@ _BARE_HEADS = _MSG_HEADS + r"|Rank[^\S\n]+\d+[^\S\n]+(?:Group[^\S\n]+\d+[^\S\n]+
 # caused connection abort`), the words PyTorch, vLLM's logger or XLA echo after `Last error:`
 # (a page may wrap it after `returned Connection timed out,`, or escape its `<port>`)
 _SOCKET_CONNECT_FAILED = (r"(?m)socket(?:Poll|Start)Connect: [Cc]onnect "
-                          r"(?:to [^\s<&]{1,80}(?:<|&lt;)\d{1,5}(?:>|&gt;) )?"
+                          r"(?:to [^\s<&]{1,80}(?:<|&lt;|\\u003c)\d{1,5}(?:>|&gt;|\\u003e) )?"
                           r"(?:returned [^,\n]{1,80},(?: exceeded|[ \t]*$)|failed )")
 _PASS_PATTERNS = (
     # NCCL's own lines, and its version line under any prefix (NCCL_DEBUG=VERSION prints it
@@ -334,7 +334,7 @@ _PASS_PATTERNS = (
     # (a page that rendered the log may have made `p2p.cc:648` a link: `.cc` is a domain)
     # (NCCL >= 2.28 names the function: `init.cc:1565 (initTransportsRank) -> 2`)
     r"\.(?:cc|cu|c|h|cpp|cuh):\d+(?:\]\(https?://[^)\s]{0,200}\))? (?:\([\w:~]{1,80}\) )?"
-    r"(?:(?:->|-&gt;) -?\d|WARN )",
+    r"(?:(?:->|-&gt;|-\\u003e) -?\d|WARN )",
     r"(?m)\n%s%s(?:%s)" % (_BARE_START, _OUTER_HEAD, _BARE_HEADS),  # stripped of NCCL's prefix
     r"lib(?:fabric:|ibverbs)",  # libfabric's and libibverbs' own lines
     r"_(?:(?<=FI_)[A-Z]|[A-Z][A-Z0-9_]*=)",  # FI_* names, KEY=value settings
@@ -349,8 +349,10 @@ _BARE_PASS = 3  # anchored after a newline: its match starts one before the line
 # pass. Looking for one byte is memchr, several times cheaper than a pass, and the lines
 # that make a long job's log big (NCCL_DEBUG_SUBSYS=COLL's `AllReduce: opCount ...`) hold
 # no `T`, `>`, `W` or `_`. (`W`: an old `file.h:194 WARN` line with no chain near it;
-# `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288.)
-_GATES = ((), (b"T",), (b">", b"W", b"&gt;"), (), (), (b"_",), (), (b"#",), (b"onnect: ",))
+# `&gt;`: a chain whose arrow a page escaped, `init.cc:1 -&gt; 3`, pytorch#76288; `u003e`: as
+# Docker's json-file driver escapes it, `-\u003e 2`, HTML-safe JSON.)
+_GATES = ((), (b"T",), (b">", b"W", b"&gt;", b"u003e"), (), (), (b"_",), (), (b"#",),
+          (b"onnect: ",))
 _PASSES = tuple(re.compile(p.encode()) for p in _PASS_PATTERNS)  # blocks are scanned as bytes
 _SCAN = tuple(zip(_PASSES, _GATES, [i == _BARE_PASS for i in range(len(_PASSES))]))
 _FIRST_LINE = re.compile(("(?m)%s(?:%s)" % (_OUTER_HEAD, _BARE_HEADS)).encode())  # at offset 0
@@ -2388,15 +2390,16 @@ class _Proc:
         ran_before = False
         if failure is not None and inter_node is True and self.local_fault \
                 and selected is not None \
-                and 0 <= self.sel_seq < self.complete_seq < self.node_comm_seq <= self.local_seq:
-            # ... and where a communicator had completed its init on the network chosen before
-            # it, and then the init of a communicator within one node (`nNodes 1`: a
+                and 0 <= self.complete_seq < self.node_comm_seq <= self.local_seq:
+            # ... and where a communicator had completed its init on the network the process
+            # chose, and then the init of a communicator within one node (`nNodes 1`: a
             # tensor-parallel group of a job across nodes) failed setting up shared memory or
             # P2P (its buffers out of GPU memory): that communicator had no network to try,
             # and the job's had carried its own on the network. The rank keeps that network,
-            # and the node's own failure is reported beside it. (Without that Init COMPLETE,
-            # as in the W&B log above, or in a communicator across nodes, the job failed while
-            # it was setting its network up.)
+            # and the node's own failure is reported beside it. (NCCL >= 2.19 prints `Using
+            # network X` again for each communicator, the split's too, before its init's
+            # lines.) (Without that Init COMPLETE, as in the W&B log above, or in a
+            # communicator across nodes, the job failed while it was setting its network up.)
             local_failure, failure, attempted = failure, None, None
             ran_before = True
         if failure is not None and attempted is None and self.plugin is None \
@@ -3453,6 +3456,8 @@ class LogAnalyser:
                 return
 
     def _take_env_assign(self, text: str) -> None:
+        if text.lstrip().startswith("#"):
+            return  # a commented-out setting (a pasted job script's `# export NCCL_NET=...`)
         whole = _ENV_LINE.match(text)
         for m in (whole,) if whole else _ENV_ASSIGN.finditer(text):
             key = m.group("key")
@@ -3969,11 +3974,13 @@ class _Judge:
             # the job script echoed NCCL_NET (`export NCCL_NET=OFI`, `env`'s `NCCL_NET=AWS
             # Libfabric`), which NCCL's lines do not (they print it only under
             # NCCL_DEBUG_SUBSYS=ENV): the one network a rank whose init failed was trying,
-            # where nothing of its own says (`Failed to initialize any NET plugin`, NCCL >=
-            # 2.26's words where the plugin NCCL_NET names is not there)
+            # where nothing of its own says and it failed loading a net plugin (`Failed to
+            # initialize any NET plugin`, NCCL >= 2.26's words where the plugin NCCL_NET names
+            # is not there; not a bootstrap's failure, before any network was tried)
             net = named.pop()
             reports = [replace(r, attempted=net) if r.transport is Transport.FAILED
-                       and r.attempted is None else r for r in reports]
+                       and r.attempted is None and (r.plugin_failed or "NET plugin" in (
+                           r.failure or "")) else r for r in reports]
         if self.inter_node is None and any(r.local_failure for r in reports):
             # init died within a node, and nothing shows traffic between nodes: the ranks
             # that chose a network and opened no channel on it carried nothing either (the
@@ -4027,11 +4034,8 @@ class _Judge:
         split: set[str] = set()  # hosts whose processes are in different communicators
         ends: dict[str, set[int]] = {}  # the ends of the world a host's GPUs hold (see whole)
         unknown = 0
-        # The largest communicator each host's processes printed: the world, or where no
-        # process of the host printed one of the world's size, its own (two hosts each
-        # running a job of its own, 8 ranks on one and 4 on the other, NCCL < 2.18 saying
-        # no nNodes: each host holds the whole of its communicator; a helper's pastes of
-        # two such runs)
+        # The largest communicator each host's processes printed, and the ranks they printed
+        # of it where it is smaller than the world (see holds_whole)
         keys: list[str | None] = []
         host_world: dict[str, int] = {}
         for p in real:
@@ -4040,6 +4044,8 @@ class _Judge:
             keys.append(key)
             if key is not None:
                 host_world[key] = max(host_world.get(key, 0), p.nranks or 0, p.ring_ranks)
+        own_seen: dict[str, set[int]] = {}
+        own_split: set[str] = set()
         for p, key in zip(real, keys):
             if key is None:
                 unknown += 1
@@ -4047,14 +4053,20 @@ class _Judge:
             seen = ident.setdefault(key, set())
             n_procs[key] += 1
             gpus.setdefault(key, set()).add(p.dev if p.dev is not None else p)
-            own = host_world[key] or world
-            if p.nranks == own and len(seen) < _MAX_RANKS_SEEN:
+            if p.nranks == world and len(seen) < _MAX_RANKS_SEEN:
                 mine = p.ranks_seen or ({p.rank} if p.rank is not None else set())
                 if mine & seen:  # one rank twice on a host: two communicators of that size
                     split.add(key)
                 seen.update(mine)
-                if p.rank is not None and p.rank == p.dev and p.rank in (0, own - 1):
+                if p.rank is not None and p.rank == p.dev and p.rank in (0, world - 1):
                     ends.setdefault(key, set()).add(p.rank)
+            elif p.nranks and p.nranks == host_world[key] < world:
+                mine = p.ranks_seen or ({p.rank} if p.rank is not None else set())
+                theirs = own_seen.setdefault(key, set())
+                if mine & theirs:
+                    own_split.add(key)
+                if len(theirs) < _MAX_RANKS_SEEN:
+                    theirs.update(mine)
         n_ident = len(ident) + (1 if unknown and not ident else 0)
         if len(ident) == 1 and not unknown and not _one_address(p.ips for p in real):
             # one name at addresses that no process shares: machines of the same name
@@ -4102,12 +4114,22 @@ class _Judge:
         # pasted one after the other give a host more processes than GPUs, nccl-tests#128's
         # 2 x 4 GPUs with 5 processes each; where all name GPU 0, each saw one GPU, as in
         # a container per rank, and processes count)
+        # (and where the hosts that printed the world's communicator hold every rank of it,
+        # a host whose processes printed only a smaller one holds a job of its own if it
+        # holds every rank of that: two hosts each running a job of its own, 8 ranks on one
+        # and 4 on the other, NCCL < 2.18 saying no nNodes, a helper's pastes of two such
+        # runs. Not where the world spans hosts: a 12-rank job on an 8-GPU node and
+        # another, the second's world lines cut, holds its 4 ranks' own communicator too.)
+        world_whole = all(len(ident[k]) >= world for k in ident if host_world[k] == world)
+
         def holds_whole(key: str, seen: set[int]) -> bool:
-            w = host_world[key] or world
-            return len(seen) >= w or (n_procs[key] >= w and key not in split) or (
-                w > 1 and ends.get(key) == {0, w - 1} and key not in split) or (
-                w > 2 and 2 * max(len(seen), len(gpus[key]) if len(gpus[key]) > 1
-                                  else n_procs[key]) > w and key not in split)
+            own = host_world[key]
+            if world_whole and 0 < own < world and key in own_seen:
+                return len(own_seen[key]) >= own and key not in own_split
+            return len(seen) >= world or (n_procs[key] >= world and key not in split) or (
+                world > 1 and ends.get(key) == {0, world - 1} and key not in split) or (
+                world > 2 and 2 * max(len(seen), len(gpus[key]) if len(gpus[key]) > 1
+                                      else n_procs[key]) > world and key not in split)
 
         whole = bool(ident) and not unknown and bool(world) and all(
             holds_whole(key, seen) for key, seen in ident.items())

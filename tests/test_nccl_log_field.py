@@ -104,7 +104,8 @@ def test_nccl_rdma_sharp_plugins_uct_networks_are_verbs(tmp_path, net):
 
 @pytest.mark.parametrize("echo,want", [
     ("+ export NCCL_NET=OFI", "ofi"), ('export NCCL_NET="AWS Libfabric"', "ofi"),
-    ("NCCL_NET=AWS Libfabric", "ofi"), ("NCCL_NET=IB", "ib"), (None, None)])
+    ("NCCL_NET=AWS Libfabric", "ofi"), ("NCCL_NET=IB", "ib"), (None, None),
+    ("# export NCCL_NET=Socket   # uncomment to debug without the plugin", None)])
 def test_a_script_s_echo_of_nccl_net_names_what_a_failed_init_tried(tmp_path, echo, want):
     # NCCL >= 2.26 where the plugin NCCL_NET names is missing: `Failed to initialize any NET
     # plugin`, which names none; the job script's `set -x` or `env` echoed NCCL_NET (NCCL's
@@ -120,6 +121,12 @@ def test_a_script_s_echo_of_nccl_net_names_what_a_failed_init_tried(tmp_path, ec
     code, d = check(tmp_path, lines)
     assert d["transport"] == "failed" and d["attempted"] == want, d["summary"]
     assert [r["attempted"] for r in d["ranks"]] == [want] * 2
+    # ... but not where init failed before any network was tried (no interface for the
+    # bootstrap's sockets: NCCL_SOCKET_IFNAME's fault, whatever NCCL_NET says)
+    boot = [x.replace("Failed to initialize any NET plugin", "Bootstrap : no socket interface "
+                      "found").replace("init.cc:1800", "bootstrap.cc:95") for x in lines]
+    code, d = check(tmp_path, boot)
+    assert d["transport"] == "failed" and d["attempted"] is None, d["summary"]
 
 
 @pytest.mark.parametrize("name,want", [("ofi", "ofi"), ("ib", "ib"), ("socket", "socket")])
@@ -733,14 +740,16 @@ def test_a_shm_failure_in_a_job_across_nodes_was_trying_its_network(tmp_path):
     assert d["transport"] == "failed" and d["attempted"] == "socket", d["summary"]
 
 
-def _split_comm_fails_in_node(streams: list[list[str]], gpn: int) -> list[str]:
+def _split_comm_fails_in_node(streams: list[list[str]], gpn: int, using: str | None) -> list[str]:
     """Each rank's lines, then a within-node communicator of its node (`nNodes 1`) whose
-    P2P setup ran out of GPU memory, with the chain up to group.cc."""
+    P2P setup ran out of GPU memory, with the chain up to group.cc; NCCL >= 2.19 prints
+    `Using network X` again for it first (`using`)."""
     lines = []
     for r, stream in enumerate(streams):
         host, pid, _ = stream[0].split(" ")[0].split(":")
         local = r % gpn
-        lines += stream + [
+        lines += stream + ([L.info(host, int(pid), local, f"Using network {using}")]
+                           if using else []) + [
             L.info(host, int(pid), local, f"comm 0x77{r} rank {local} nRanks {gpn} nNodes 1 "
                    f"localRanks {gpn} localRank {local} MNNVL 0"),
             *L.warn(host, int(pid), local, "Cuda failure 'out of memory'",
@@ -751,11 +760,12 @@ def _split_comm_fails_in_node(streams: list[list[str]], gpn: int) -> list[str]:
     return lines
 
 
-def test_a_split_that_fails_in_the_node_after_the_world_ran_on_the_network(tmp_path):
+@pytest.mark.parametrize("using", ["AWS Libfabric", None])
+def test_a_split_that_fails_in_the_node_after_the_world_ran_on_the_network(tmp_path, using):
     # the job's communicator across 2 nodes completed its init over OFI/cxi; then a
     # communicator within each node (a tensor-parallel group, `nNodes 1`) ran out of GPU
     # memory setting P2P up: the network carried the job's communicator and did not fail
-    lines = _split_comm_fails_in_node(job(L.ofi_cxi_rank, nodes=2, gpn=2), gpn=2)
+    lines = _split_comm_fails_in_node(job(L.ofi_cxi_rank, nodes=2, gpn=2), gpn=2, using=using)
     code, d = check(tmp_path, lines)
     assert d["transport"] == "ofi" and d["provider"] == "cxi" and d["attempted"] is None, \
         d["summary"]
@@ -2455,6 +2465,12 @@ def test_two_hosts_each_running_their_own_single_node_jobs_of_two_sizes(tmp_path
     assert d["transport"] == "none" and d["verdict"] == "single-node" and code == 0, \
         d["summary"]
     assert len(d["ranks"]) == 12
+    # ... but not where the larger communicator spans hosts: a 12-rank job, 8 ranks on
+    # gpu-x1 and 4 on gpu-x2, whose paste kept only gpu-x2's 4-rank group's lines (a
+    # helper's regression hunt: both hosts then looked whole)
+    world = [[x.replace("nranks 8", "nranks 12") for x in st] for st in a]
+    code, d = check(tmp_path, [x for st in world + b for x in st])
+    assert d["inter_node"] is True and d["transport"] == "socket", d["summary"]
 
 
 def _tests_table(host: str, ranks: int, pid0: int) -> list[str]:
@@ -3217,6 +3233,34 @@ def test_json_log_records(tmp_path, key, before):
     assert [{**r, "sources": []} for r in got["ranks"]] == [
         {**r, "sources": []} for r in want["ranks"]] and code2 == code
     assert analyse(wrapped).to_dict()["summary"] == got["summary"]  # line by line alike
+
+
+@pytest.mark.parametrize("before", ["", "/var/lib/docker/containers/3f2a/3f2a-json.log:",
+                                    "2024-12-04T05:27:39.074123456Z "])
+def test_docker_s_html_safe_escapes_keep_a_failed_init(tmp_path, before):
+    # Docker's json-file driver writes `<` and `>` as `\u003c`, `\u003e` (HTML-safe JSON), so
+    # each link of an error chain reads `init.cc:1100 -\u003e 2`: the chain pass did not find
+    # them, and a job whose init failed read as the network it had chosen (a rank whose
+    # chain, not its WARN, says init failed: its channel lines came after the WARN)
+    streams = job(L.ib_rank, nodes=2, gpn=2, nccl="2.21.5")
+    h, pid = streams[2][0].split(":")[0], 40000 + 17 * 2
+    s = [x for x in streams[2] if "Init COMPLETE" not in x]
+    at = next(i for i, x in enumerate(s) if "Using network IB" in x) + 1
+    chain = [L.info(h, pid, 0, m) for m in ("transport/net_ib.cc:600 -> 2", "init.cc:1100 -> 2",
+                                           "group.cc:64 -> 2 [Async thread]")]
+    streams[2] = s[:at] + L.warn(h, pid, 0, "Call to ibv_create_cq failed with error Cannot "
+                                 "allocate memory", where="misc/ibvwrap.cc:268") + chain + s[at:]
+    plain = [x for st in streams for x in st]
+    code, want = check(tmp_path, plain, name="plain.log")
+    assert (want["transport"], want["attempted"], code) == ("failed", "ib", 1), want["summary"]
+    code, d = check(tmp_path, [x for x in plain if x not in chain], name="nochain.log")
+    assert d["transport"] != "failed"  # (the chain is what says init failed)
+    wrapped = [before + json.dumps({"log": x + "\n", "stream": "stderr",
+                                    "time": "2024-12-04T05:27:39.074123456Z"})
+               .replace("<", "\\u003c").replace(">", "\\u003e") for x in plain]
+    assert any("-\\u003e 2" in x for x in wrapped) and not any("->" in x for x in wrapped)
+    code2, got = check(tmp_path, wrapped)
+    assert (got["transport"], got["attempted"], code2) == ("failed", "ib", 1), got["summary"]
 
 
 # --------------------------------------------------------------------------------------------
