@@ -50,20 +50,28 @@ RANKS = [L.ib_rank, L.ofi_cxi_rank, L.socket_rank, L.ofi_verbs_then_ib, L.legacy
          L.rccl_rank, L.ofi_efa_rank, L.failed_rank]
 
 
-def _log(seed: int) -> bytes:
+def _job_with(seed: int, ranks: list, extra: list[str], nodes: list[int],
+              inserts: tuple[int, int]) -> list[str]:
+    """A random job of one of `ranks`, each rank's lines with `inserts` (a range) records of
+    `extra` inserted under its own prefix, then interleaved (even seeds) or one rank after
+    another."""
     rnd = random.Random(seed)
-    streams = L.job(rnd.choice(RANKS), nodes=rnd.choice([1, 2, 3]), gpn=rnd.choice([1, 2, 4]))
+    streams = L.job(rnd.choice(ranks), nodes=rnd.choice(nodes), gpn=rnd.choice([1, 2, 4]))
     out = []
     for stream in streams:
         stream = list(stream)
         head = stream[0].split(" NCCL ")[0]
-        for _ in range(rnd.randint(2, 14)):
-            extra = rnd.choice(EXTRA).format(d=rnd.randrange(4), q=rnd.randrange(99999),
-                                             r=rnd.randrange(1 << 24))
-            sep = " NCCL " if extra.startswith(("INFO", "WARN", "TRACE", "ABORT")) else " "
-            stream.insert(rnd.randint(0, len(stream)), head + sep + extra)
+        for _ in range(rnd.randint(*inserts)):
+            x = rnd.choice(extra).format(d=rnd.randrange(4), q=rnd.randrange(99999),
+                                         r=rnd.randrange(1 << 24))
+            sep = " NCCL " if x.startswith(("INFO", "WARN", "TRACE", "ABORT")) else " "
+            stream.insert(rnd.randint(0, len(stream)), head + sep + x)
         out.append(stream)
-    lines = [x for s in out for x in s] if seed % 2 else L.interleave(out, seed)
+    return [x for s in out for x in s] if seed % 2 else L.interleave(out, seed)
+
+
+def _log(seed: int) -> bytes:
+    lines = _job_with(seed, RANKS, EXTRA, [1, 2, 3], (2, 14))
     if seed % 3 == 0:
         lines = L.cut_merge(lines, seed)
     return ("\n".join(lines) + "\n").encode()
@@ -205,19 +213,7 @@ QP_RANKS = [L.ib_rank, L.socket_rank, L.ofi_cxi_rank, L.failed_rank, L.ofi_verbs
 
 
 def _qp_log(seed: int) -> bytes:
-    rnd = random.Random(seed)
-    streams = L.job(rnd.choice(QP_RANKS), nodes=rnd.choice([1, 2]), gpn=rnd.choice([1, 2, 4]))
-    out = []
-    for stream in streams:
-        stream = list(stream)
-        head = stream[0].split(" NCCL ")[0]
-        for _ in range(rnd.randint(4, 30)):
-            extra = rnd.choice(QP_FORMS).format(d=rnd.randrange(4), q=rnd.randrange(99999),
-                                                r=rnd.randrange(1 << 24))
-            stream.insert(rnd.randint(0, len(stream)), head + " NCCL " + extra)
-        out.append(stream)
-    lines = [x for s in out for x in s] if seed % 2 else L.interleave(out, seed)
-    return ("\n".join(lines) + "\n").encode()
+    return ("\n".join(_job_with(seed, QP_RANKS, QP_FORMS, [1, 2], (4, 30))) + "\n").encode()
 
 
 class _CountedRegex:
