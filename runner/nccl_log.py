@@ -1132,11 +1132,7 @@ def _unwrapped(text: str) -> str:
     if text[:1] in '{["' or text[:1] == " " and text.lstrip()[:1] == '"':
         # (or one field of a pretty-printed record: `    "textPayload": "...\n",`; or several
         # records on one line, a search engine's response: every message, one per line)
-        try:
-            msgs = [json.loads(f'"{m.group("v")}"').rstrip("\r\n")
-                    for m in _JSON_MSG.finditer(text)]
-        except ValueError:
-            msgs = []  # not a record after all (or cut): the line as it is
+        msgs = _json_messages(text, 0)
         if msgs:
             text = "\n".join(msgs)
         elif text.endswith(_NOTEBOOK_ENDS):
@@ -1151,14 +1147,20 @@ def _unwrapped(text: str) -> str:
         # logs (`/var/lib/docker/containers/<id>/<id>-json.log:{"log":"...\n",...}`), a clock
         # that kubectl or a shipper put before the record
         k = text.find('{"')
-        try:
-            msgs = [json.loads(f'"{m.group("v")}"').rstrip("\r\n")
-                    for m in _JSON_MSG.finditer(text, k)]
-        except ValueError:
-            msgs = []
+        msgs = _json_messages(text, k)
         if msgs:
             text = text[:k] + "\n".join(msgs)
     return text
+
+
+def _json_messages(text: str, start: int) -> list[str]:
+    """The messages of the JSON log records in `text` from `start` (`"log"`, `"message"`, ...
+    fields, decoded); none where one does not decode (not a record after all, or cut)."""
+    try:
+        return [json.loads(f'"{m.group("v")}"').rstrip("\r\n")
+                for m in _JSON_MSG.finditer(text, start)]
+    except ValueError:
+        return []
 
 
 def _is_redacted(host: str) -> bool:
