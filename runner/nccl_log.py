@@ -2516,7 +2516,7 @@ class _State:
             lf_providers=dict(a._lf_providers),
             fixed=(list(a._ibverbs_hosts), {k: list(v) for k, v in a._lf_by_pid.items()},
                    {k: set(v) for k, v in a._log_env.items()}, dict(a._tests_hosts),
-                   set(a._tests_host_names), a._tests_runs, a._tests_spread,
+                   set(a._tests_host_names), a._tests_several, a._tests_spread,
                    dict(a._tests_failures), a._init_echo,
                    a._n_prefixes,
                    len(a._prefixes), len(a._prefixes.get(src, ()))),
@@ -2743,11 +2743,12 @@ class LogAnalyser:
         self._ibverbs_no_driver = 0
         self._ibverbs_hosts: list[str] = []
         self._tests_hosts: dict[int, str] = {}  # nccl-tests' rank table: rank -> host
-        # ... every host its tables named, whether there was more than one table (run: 2),
-        # and whether one of them named more than one host (two runs pasted one after the other, one on each
-        # of two hosts, are two single-node runs)
+        # ... every host its tables named, whether the log held more than one table (a rank
+        # listed again starts the next run's), and whether an earlier one named more than
+        # one host (two runs pasted one after the other, one on each of two hosts, are two
+        # single-node runs)
         self._tests_host_names: set[str] = set()
-        self._tests_runs = 0
+        self._tests_several = False
         self._tests_spread = False
         self._tests_failures: dict[str, str] = {}  # nccl-tests' failed calls: host -> error
         self._init_echo: str | None = None  # an echo of a socket init's WARN (_SOCKET_INIT_ECHO)
@@ -3231,12 +3232,11 @@ class LogAnalyser:
             t = _TESTS_RANK.search(text)
             if t:
                 rank, host = int(t.group("rank")), t.group("host")
-                if rank in self._tests_hosts or not self._tests_runs:  # a table begins
+                if rank in self._tests_hosts:  # the next run's table begins
                     self._tests_spread = self._tests_spread or len(
                         set(self._tests_hosts.values())) > 1
                     self._tests_hosts = {}
-                    self._tests_runs = min(self._tests_runs + 1, 2)  # (1, or more: copies
-                    # of a log of one run keep the state that _repeat compares)
+                    self._tests_several = True
                 if len(self._tests_hosts) < MAX_PROCESSES:
                     self._tests_hosts[rank] = host
                     if len(self._tests_host_names) < MAX_PROCESSES:
@@ -4089,7 +4089,7 @@ class _Judge:
             # nccl-tests listed every rank's host (and NCCL's lines name no other): one host
             # is no network, several are (and so is one name at several addresses); where
             # several runs' tables each named one host, each run stayed on its host
-            if self.a._tests_runs > 1 and not (self.a._tests_spread or len(
+            if self.a._tests_several and not (self.a._tests_spread or len(
                     set(self.a._tests_hosts.values())) > 1):
                 return False, max(n_ident, len(tests_hosts))
             return len(tests_hosts) > 1 or n_ident > 1, max(n_ident, len(tests_hosts))
