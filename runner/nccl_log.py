@@ -2364,9 +2364,11 @@ class _Proc:
         return None
 
     def report(self, inter_node: bool | None, lf_providers: Iterable[str] = (),
-               collnet_fallback: bool = False, work_done: bool = False) -> RankReport:
+               collnet_fallback: bool = False, work_done: bool = False,
+               echoed_net: Transport | None = None) -> RankReport:
         """What this process's lines say, given the job's facts: whether traffic crossed
-        nodes, libfabric's own lines of its pid, whether NCCL went on without CollNet, and
+        nodes, libfabric's own lines of its pid, whether NCCL went on without CollNet, the
+        network the job script's echo of NCCL_NET names (see below), and
         whether PyTorch said NCCL work had completed (`last completed NCCL work: N`)."""
         selected, network = self.selection()
         failure, attempted = self.failure(selected, inter_node, collnet_fallback, work_done)
@@ -2410,6 +2412,15 @@ class _Proc:
             # log of NCCL 2.4's, `Failed to open libibverbs.so[.1]`, then `Connect to
             # 172.18.0.1<49273> failed : Connection refused`, pytorch/examples#689)
             attempted = Transport.SOCKET
+        if failure is not None and attempted is None and echoed_net is not None and (
+                self.plugin_failed or "NET plugin" in failure):
+            # (the job script echoed NCCL_NET, `export NCCL_NET=OFI`, `env`'s `NCCL_NET=AWS
+            # Libfabric`, which NCCL's own lines print only under NCCL_DEBUG_SUBSYS=ENV: the
+            # one network a rank that failed loading a net plugin was trying, where nothing of
+            # its own says: `Failed to initialize any NET plugin`, NCCL >= 2.26's words where
+            # the plugin NCCL_NET names is not there; not a bootstrap's failure, before any
+            # network was tried)
+            attempted = echoed_net
         link_error = self.link_failure(work_done) if failure is None else None
         if selected is None and link_error is not None:
             selected = self.err_kind  # a paste of a running job's errors: the link's network
@@ -2655,8 +2666,12 @@ def _pass_hits(data: bytes, pos: int, h: int) -> list[int]:
 
 
 def _attempted_from_env(env: Mapping[str, str]) -> Transport | None:
-    name = env.get("NCCL_NET")
-    return _net_kind(name.strip().strip("'\"")) if name else None
+    return _nccl_net_kind(env.get("NCCL_NET"))
+
+
+def _nccl_net_kind(value: str | None) -> Transport | None:
+    """The transport an NCCL_NET setting asks for (None: unset, or a name not known)."""
+    return _net_kind(value.strip().strip("'\"")) if value else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -3949,6 +3964,9 @@ class _Judge:
         self.inter_node, self.identities = self._inter_node()
         pid_count = Counter(p.pid for p in self.reportable if p.pid is not None)
         collnet = any(p.recover_seq >= 0 for p in procs)  # NCCL went on without CollNet
+        # the one network the job script's echoes of NCCL_NET name, if they name one
+        echoed = {_nccl_net_kind(v) for v in a._log_env.get("NCCL_NET", ())}
+        echoed_net = next(iter(echoed)) if len(echoed) == 1 else None
         reports = []
         for p in self.reportable:
             own = p.inter_node()
@@ -3956,7 +3974,7 @@ class _Judge:
                                                             else self.inter_node)
             lf = a._lf_by_pid.get(p.pid, ()) if p.pid is not None and pid_count[p.pid] == 1 \
                 else ()
-            rep = p.report(inter, lf, collnet, a._work_done)
+            rep = p.report(inter, lf, collnet, a._work_done, echoed_net)
             reports.append(rep)
             if p.devs and len(p.ranks_seen) > 1 and rep.rank in p.ranks_seen:
                 # One process driving several GPUs holds one rank per GPU: each is a rank of
@@ -3971,18 +3989,6 @@ class _Judge:
                                failure=None, attempted=None)
                        if r.failure == _NO_DEVICE_ONLY else r for r in reports]
         reports = self._failed_by_other_lines(reports)
-        named = {_attempted_from_env({"NCCL_NET": v}) for v in a._log_env.get("NCCL_NET", ())}
-        if len(named) == 1 and None not in named:
-            # the job script echoed NCCL_NET (`export NCCL_NET=OFI`, `env`'s `NCCL_NET=AWS
-            # Libfabric`), which NCCL's lines do not (they print it only under
-            # NCCL_DEBUG_SUBSYS=ENV): the one network a rank whose init failed was trying,
-            # where nothing of its own says and it failed loading a net plugin (`Failed to
-            # initialize any NET plugin`, NCCL >= 2.26's words where the plugin NCCL_NET names
-            # is not there; not a bootstrap's failure, before any network was tried)
-            net = named.pop()
-            reports = [replace(r, attempted=net) if r.transport is Transport.FAILED
-                       and r.attempted is None and (r.plugin_failed or "NET plugin" in (
-                           r.failure or "")) else r for r in reports]
         if self.inter_node is None and any(r.local_failure for r in reports):
             # init died within a node, and nothing shows traffic between nodes: the ranks
             # that chose a network and opened no channel on it carried nothing either (the
